@@ -1,0 +1,240 @@
+//! Prometheus text exposition (format 0.0.4) of every hookwall metric, from one closed list of
+//! names (SPEC §7, R26). Written by hand: the per-core counters and HdrHistograms are summed and
+//! merged here at scrape time, and no maintained crate encodes a summary from quantiles computed
+//! outside it. Labels come only from config ids and fixed codes (R28), and are still escaped.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use crate::answer::Answer;
+use crate::config::Config;
+use crate::metrics::{latency_histogram, AttemptOutcome, Metrics};
+
+/// One metric family of the closed list.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+}
+
+const REQUESTS: Family = Family {
+    name: "hookwall_ingress_requests_total",
+    kind: "counter",
+    help: "Webhook deliveries answered, by source, provider and status code (SPEC 3).",
+};
+const ACK_LATENCY: Family = Family {
+    name: "hookwall_ingress_ack_latency_seconds",
+    kind: "summary",
+    help: "Request fully read to response written, seconds.",
+};
+const CONNECTIONS: Family = Family {
+    name: "hookwall_ingress_connections_open",
+    kind: "gauge",
+    help: "Open ingress connections over all cores.",
+};
+const COMMIT: Family = Family {
+    name: "hookwall_ledger_commit_seconds",
+    kind: "summary",
+    help: "Duration of one synced ledger write batch, seconds.",
+};
+const BATCH: Family = Family {
+    name: "hookwall_ledger_commit_batch_events",
+    kind: "summary",
+    help: "Admissions and settlements per committed ledger write batch.",
+};
+const ATTEMPTS: Family = Family {
+    name: "hookwall_dispatch_attempts_total",
+    kind: "counter",
+    help: "Attempts to deliver events, by destination and outcome.",
+};
+const DELIVERY_LATENCY: Family = Family {
+    name: "hookwall_dispatch_delivery_latency_seconds",
+    kind: "summary",
+    help: "Event accepted to delivered, seconds.",
+};
+const INBOX_PENDING: Family = Family {
+    name: "hookwall_inbox_pending",
+    kind: "gauge",
+    help: "Admitted events not yet settled, by source.",
+};
+const DLQ_DEPTH: Family =
+    Family { name: "hookwall_dlq_depth", kind: "gauge", help: "Dead-lettered events, by source." };
+
+/// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
+pub const METRIC_NAMES: [&str; 9] = [
+    REQUESTS.name,
+    ACK_LATENCY.name,
+    CONNECTIONS.name,
+    COMMIT.name,
+    BATCH.name,
+    ATTEMPTS.name,
+    DELIVERY_LATENCY.name,
+    INBOX_PENDING.name,
+    DLQ_DEPTH.name,
+];
+
+/// Quantiles reported by every summary (SPEC §7).
+const QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"), (0.999, "0.999")];
+
+/// Label value of the slot counting requests that matched no source.
+const UNKNOWN: &str = "_unknown";
+
+/// Renders every metric of [`METRIC_NAMES`] in the Prometheus text format 0.0.4: a `# HELP` and
+/// `# TYPE` line per family, then `name{labels} value` samples. Latency summaries are in
+/// seconds (recorded in µs); summary quantiles of an empty histogram are `NaN`.
+pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
+    let mut out = Out(String::with_capacity(16 * 1024));
+    requests(&mut out, config, metrics);
+    ack_latency(&mut out, config, metrics);
+    out.family(&CONNECTIONS);
+    let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
+    out.sample(CONNECTIONS.name, &[], &open.to_string());
+    ledger(&mut out, metrics);
+    dispatch(&mut out, config, metrics);
+    gauges(&mut out, config, metrics);
+    out.0
+}
+
+fn relaxed() -> std::sync::atomic::Ordering {
+    std::sync::atomic::Ordering::Relaxed
+}
+
+fn requests(out: &mut Out, config: &Config, metrics: &Metrics) {
+    out.family(&REQUESTS);
+    let known =
+        config.sources.iter().enumerate().map(|(i, s)| (Some(i), s.id.as_str(), s.provider.name()));
+    for (slot, source, provider) in known.chain([(None, UNKNOWN, UNKNOWN)]) {
+        for answer in Answer::ALL {
+            let total: u64 = metrics.cores.iter().map(|c| c.requests(slot, answer)).sum();
+            let labels = [("source", source), ("provider", provider), ("status", answer.code())];
+            out.sample(REQUESTS.name, &labels, &total.to_string());
+        }
+    }
+}
+
+fn ack_latency(out: &mut Out, config: &Config, metrics: &Metrics) {
+    out.family(&ACK_LATENCY);
+    for (i, source) in config.sources.iter().enumerate() {
+        let mut merged = latency_histogram();
+        for core in &metrics.cores {
+            core.merge_ack_into(i, &mut merged);
+        }
+        out.summary(ACK_LATENCY.name, &[("source", &source.id)], &merged, MICROS);
+    }
+}
+
+fn ledger(out: &mut Out, metrics: &Metrics) {
+    out.family(&COMMIT);
+    let commit = metrics.ledger.commit_us.lock().expect("histogram lock is never poisoned");
+    out.summary(COMMIT.name, &[], &commit, MICROS);
+    drop(commit);
+    out.family(&BATCH);
+    let batch = metrics.ledger.batch_events.lock().expect("histogram lock is never poisoned");
+    out.summary(BATCH.name, &[], &batch, 1.0);
+}
+
+fn dispatch(out: &mut Out, config: &Config, metrics: &Metrics) {
+    out.family(&ATTEMPTS);
+    for (i, dest) in config.destinations.iter().enumerate() {
+        for outcome in AttemptOutcome::ALL {
+            let count = metrics.dispatch.attempts(i, outcome);
+            let labels = [("destination", dest.id.as_str()), ("outcome", outcome.code())];
+            out.sample(ATTEMPTS.name, &labels, &count.to_string());
+        }
+    }
+    out.family(&DELIVERY_LATENCY);
+    for (i, dest) in config.destinations.iter().enumerate() {
+        if let Some(h) = metrics.dispatch.delivery_latency_us.get(i) {
+            let h = h.lock().expect("histogram lock is never poisoned");
+            out.summary(DELIVERY_LATENCY.name, &[("destination", &dest.id)], &h, MICROS);
+        }
+    }
+}
+
+fn gauges(out: &mut Out, config: &Config, metrics: &Metrics) {
+    let per_source =
+        [(&INBOX_PENDING, &metrics.ledger.inbox_pending), (&DLQ_DEPTH, &metrics.ledger.dlq_depth)];
+    for (family, values) in per_source {
+        out.family(family);
+        for (i, source) in config.sources.iter().enumerate() {
+            let value = values.get(i).map_or(0, |v| v.load(relaxed()));
+            out.sample(family.name, &[("source", &source.id)], &value.to_string());
+        }
+    }
+}
+
+/// Divisor turning recorded microseconds into seconds.
+const MICROS: f64 = 1_000_000.0;
+
+/// The exposition being written (writing to a `String` cannot fail).
+struct Out(String);
+
+impl Out {
+    fn family(&mut self, f: &Family) {
+        let _ = writeln!(self.0, "# HELP {} {}", f.name, escape_help(f.help));
+        let _ = writeln!(self.0, "# TYPE {} {}", f.name, f.kind);
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (key, val)) in labels.iter().enumerate() {
+                let comma = if i == 0 { "" } else { "," };
+                let _ = write!(self.0, "{comma}{key}=\"{}\"", escape_label(val));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    /// Quantile samples, `_sum` (mean × count) and `_count` of `h`, values divided by `unit`.
+    fn summary(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram<u64>, unit: f64) {
+        let count = h.len();
+        for (q, q_label) in QUANTILES {
+            let mut with_q = labels.to_vec();
+            with_q.push(("quantile", q_label));
+            let value = if count == 0 { f64::NAN } else { h.value_at_quantile(q) as f64 / unit };
+            self.sample(name, &with_q, &float(value));
+        }
+        let sum = h.mean() * count as f64 / unit;
+        self.sample(&format!("{name}_sum"), labels, &float(sum));
+        self.sample(&format!("{name}_count"), labels, &count.to_string());
+    }
+}
+
+/// Prometheus float spelling (`NaN`, `+Inf`, plain decimals otherwise).
+fn float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_owned()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Label values escape `\`, `"` and newline (text format 0.0.4).
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// HELP text escapes `\` and newline.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_follows_the_text_format() {
+        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(escape_help("x\\y\nz"), "x\\\\y\\nz");
+        assert_eq!(float(f64::NAN), "NaN");
+        assert_eq!(float(0.000_25), "0.00025");
+        assert_eq!(float(3.0), "3");
+    }
+}

@@ -1,0 +1,178 @@
+//! The admin listener (SPEC §6): `GET /metrics` (Prometheus text, SPEC §7), `GET /healthz`
+//! (process alive), `GET /readyz` (ledger writable and listeners bound). `/admin/*` (events, DLQ
+//! replay/drop, audit; R20) answers 404 `not_implemented` until the admin API lands.
+//!
+//! Off the hot path: one thread `admin` with a `current_thread` tokio runtime and a hyper 1
+//! HTTP/1.1 server; each scrape sums the per-core counters and merges the histograms.
+
+mod exposition;
+#[cfg(test)]
+mod tests;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::sync::{oneshot, Semaphore};
+
+pub use exposition::{render_metrics, METRIC_NAMES};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// Admin connections served at once; further accepts wait for a free slot.
+const ADMIN_CONNECTIONS_MAX: usize = 64;
+/// Longest time a client may take to send a request head (slow clients are closed).
+const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the admin listener reads to answer.
+pub struct AdminState {
+    /// The validated configuration (source and destination ids label the metrics).
+    pub config: Arc<Config>,
+    /// Every counter and histogram, read at scrape time.
+    pub metrics: Arc<Metrics>,
+    /// Whether the ledger can durably write right now (for `/readyz`); must not block.
+    pub ledger_healthy: Box<dyn Fn() -> bool + Send + Sync>,
+    /// Set once every ingress listener is bound (for `/readyz`).
+    pub listeners_bound: AtomicBool,
+}
+
+/// The running admin listener.
+pub struct AdminHandle {
+    stop: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl AdminHandle {
+    /// Stops accepting, drops open admin connections and joins the thread.
+    pub fn shutdown(self) {
+        // Err: the accept loop already ended.
+        let _ = self.stop.send(());
+        if self.thread.join().is_err() {
+            tracing::error!("The admin thread panicked.");
+        }
+    }
+}
+
+/// Serves the admin routes on `listener` (already bound, e.g. to `server.admin_listen`) from a
+/// new thread `admin`.
+///
+/// # Errors
+/// The listener cannot be made non-blocking, or the runtime or thread cannot be created.
+pub fn spawn(
+    listener: std::net::TcpListener,
+    state: Arc<AdminState>,
+) -> std::io::Result<AdminHandle> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::Builder::new().name("admin".to_owned()).spawn(move || {
+        runtime.block_on(accept_loop(listener, state, stopped));
+    })?;
+    Ok(AdminHandle { stop, thread })
+}
+
+/// Accepts until `stopped` fires (or its sender is dropped); one task per connection.
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    state: Arc<AdminState>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "The admin listener could not be registered.");
+            return;
+        }
+    };
+    let slots = Arc::new(Semaphore::new(ADMIN_CONNECTIONS_MAX));
+    loop {
+        let permit = tokio::select! {
+            _ = &mut stopped => return,
+            permit = Arc::clone(&slots).acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { return };
+        let accepted = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                tokio::spawn(serve_connection(stream, Arc::clone(&state), permit));
+            }
+            Err(e) => tracing::debug!(error = %e, "An admin accept failed."),
+        }
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    state: Arc<AdminState>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+        let response = route(&state, request.method(), request.uri().path());
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "An admin connection ended with an error.");
+    }
+}
+
+/// The routing table of SPEC §6 (request bodies are never read).
+fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    if path.starts_with("/admin/") || path == "/admin" {
+        return json(StatusCode::NOT_FOUND, r#"{"status":"not_implemented"}"#.to_owned());
+    }
+    if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        return json(StatusCode::NOT_FOUND, r#"{"status":"not_found"}"#.to_owned());
+    }
+    if method != Method::GET {
+        let mut response =
+            json(StatusCode::METHOD_NOT_ALLOWED, r#"{"status":"method_not_allowed"}"#.to_owned());
+        response.headers_mut().insert(hyper::header::ALLOW, "GET".parse().expect("static header"));
+        return response;
+    }
+    match path {
+        "/healthz" => json(StatusCode::OK, r#"{"status":"ok"}"#.to_owned()),
+        "/readyz" => readiness(state),
+        _ => metrics(state),
+    }
+}
+
+/// `/readyz`: 200 when the ledger is writable and the listeners are bound, else 503 naming which.
+fn readiness(state: &AdminState) -> Response<Full<Bytes>> {
+    let ledger = (state.ledger_healthy)();
+    let listeners = state.listeners_bound.load(Ordering::Acquire);
+    if ledger && listeners {
+        return json(StatusCode::OK, r#"{"status":"ready"}"#.to_owned());
+    }
+    let body = format!(r#"{{"status":"not_ready","ledger":{ledger},"listeners":{listeners}}}"#);
+    json(StatusCode::SERVICE_UNAVAILABLE, body)
+}
+
+fn metrics(state: &AdminState) -> Response<Full<Bytes>> {
+    let text = render_metrics(&state.config, &state.metrics);
+    respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text)
+}
+
+fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    respond(status, "application/json", body)
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let value = hyper::header::HeaderValue::from_static(content_type);
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+    response
+}

@@ -1,0 +1,100 @@
+//! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`.
+//! Exit codes: 0 ok, 2 bad usage or config, 1 runtime failure.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+/// hookwall: verify webhooks, admit each event exactly once into a durable ledger before
+/// acknowledging, and forward it downstream.
+#[derive(Debug, Parser)]
+#[command(name = "hookwall", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the appliance: ingress, ledger, dispatcher and admin listener.
+    Serve(ConfigArg),
+    /// Validate a config file, print its sources and destinations, exit 0 (valid) or 2.
+    CheckConfig(ConfigArg),
+}
+
+/// `-c FILE`.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArg {
+    /// Config file (TOML, SPEC §2).
+    #[arg(
+        short = 'c',
+        long = "config",
+        env = "HOOKWALL_CONFIG",
+        default_value = "/etc/hookwall/hookwall.toml"
+    )]
+    pub config: PathBuf,
+}
+
+/// Runs the parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::CheckConfig(arg) => match Config::load(&arg.config) {
+            Ok(config) => {
+                print!("{}", config.describe());
+                for warning in &config.warnings {
+                    eprintln!("warning: {}: {warning}", config.path.display());
+                }
+                println!("{}: ok", config.path.display());
+                ExitCode::SUCCESS
+            }
+            Err(errors) => {
+                eprintln!("{errors}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve(arg) => {
+            init_logging();
+            abort_on_panic();
+            let config = match Config::load(&arg.config) {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::from(2);
+                }
+            };
+            match crate::server::run(config) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    eprintln!("hookwall: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}
+
+/// A panic anywhere is a broken invariant (STYLE "Errors"): log it and abort the whole
+/// process, so systemd restarts it and recovery runs from the ledger, instead of limping on
+/// with a dead shard writer or core.
+fn abort_on_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!(panic = %info, "broken invariant; aborting");
+        default(info);
+        std::process::abort();
+    }));
+}
+
+/// Logs to stderr; level from `HOOKWALL_LOG` (tracing filter syntax), default `info`.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKWALL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

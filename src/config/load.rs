@@ -1,0 +1,1304 @@
+//! Loading and validating the configuration file (SPEC §2, STYLE "Configuration").
+//!
+//! The file is parsed into `Raw*` structs (serde, `deny_unknown_fields`, every key optional so
+//! that a missing key is one more collected error rather than a parse failure), then checked as
+//! a whole: every problem is collected, each naming its file and field, before anything starts.
+//! Fields are named `server.read_timeout`, `source[stripe-billing].secrets[k13].env`, and
+//! `source[#2].id` (1-based position in the file) where the id itself is missing or bad.
+//!
+//! Relative paths (`ledger.path`, `admin.token_file`, secret `file`s) are relative to the
+//! current directory of the process, not to the config file.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::Deserialize;
+
+use super::types::{
+    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
+    SourceConfig,
+};
+use crate::limits;
+use crate::provider::{self, Provider};
+
+/// Longest source, destination, tenant or secret id, in bytes (SPEC §2).
+const ID_BYTES_MAX: usize = 64;
+const MIB: i64 = 1024 * 1024;
+const BODY_BYTES: RangeInclusive<i64> = 1..=64 * MIB;
+const HEADER_BYTES: RangeInclusive<i64> = 1024..=MIB;
+const ATTEMPTS: RangeInclusive<i64> = 1..=100;
+const CONCURRENCY: RangeInclusive<i64> = 1..=4096;
+
+/// One problem found in the configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file at fault (as given to [`Config::load`]).
+    pub file: PathBuf,
+    /// The field at fault, e.g. `source[stripe-billing].secrets[k13].env`; for a TOML syntax
+    /// error or an unknown key, `line L, column C`; empty when the file itself is at fault.
+    pub field: String,
+    /// What is wrong, as a sentence fragment; never contains a secret.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem found in one configuration file, in the order found (file order, section by
+/// section). Displays as one `{file}: {field}: {message}` line per problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, error) in self.0.iter().enumerate() {
+            if n > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    ledger: RawLedger,
+    #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
+    source: Vec<RawSource>,
+    #[serde(default)]
+    destination: Vec<RawDestination>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    admin_listen: Option<String>,
+    cores: Option<i64>,
+    io: Option<String>,
+    body_bytes_max: Option<i64>,
+    header_bytes_max: Option<i64>,
+    read_timeout: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
+    tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Accepted for form only: TLS is refused with an error until implemented.
+struct RawTls {
+    cert: Option<String>,
+    key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLedger {
+    path: Option<String>,
+    sync: Option<bool>,
+    dedupe_retention: Option<String>,
+    payload_retention: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    token_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    id: Option<String>,
+    tenant: Option<String>,
+    provider: Option<String>,
+    tolerance: Option<String>,
+    future_skew: Option<String>,
+    event_types: Option<Vec<String>>,
+    secrets: Option<Vec<RawSecret>>,
+    destination: Option<String>,
+    ack_deadline: Option<String>,
+    ordering_key: Option<String>,
+    public_url: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecret {
+    id: Option<String>,
+    value: Option<String>,
+    env: Option<String>,
+    file: Option<String>,
+    not_before: Option<toml::Value>,
+    not_after: Option<toml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDestination {
+    id: Option<String>,
+    url: Option<String>,
+    timeout: Option<String>,
+    attempts_max: Option<i64>,
+    backoff_min: Option<String>,
+    backoff_max: Option<String>,
+    concurrency_max: Option<i64>,
+    signing_secret: Option<RawSecretRef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecretRef {
+    value: Option<String>,
+    env: Option<String>,
+    file: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates the TOML file at `path`, resolving `env` secrets from the process
+    /// environment and `file` secrets from disk (SPEC §2).
+    ///
+    /// # Errors
+    /// Every problem found, each naming the file and field; an unreadable file is one error.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: path.to_path_buf(),
+                field: String::new(),
+                message: format!("cannot read the configuration file: {e}"),
+            }])
+        })?;
+        Config::from_toml_str(&text, path, &|name: &str| std::env::var(name).ok())
+    }
+
+    /// Validates configuration `text`; `path` only names the file in messages, `env` looks up
+    /// environment variables (`None` = unset). Secret `file`s are read from disk.
+    ///
+    /// # Errors
+    /// Every problem found (see [`Config::load`]).
+    pub fn from_toml_str(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigErrors> {
+        Config::from_toml_str_at(text, path, env, wall_clock_unix_s())
+    }
+
+    /// [`Config::from_toml_str`] with the current time given (Unix seconds), used only to warn
+    /// about sources whose every secret is already retired; deterministic for tests.
+    ///
+    /// # Errors
+    /// Every problem found (see [`Config::load`]).
+    pub fn from_toml_str_at(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        now_unix_s: i64,
+    ) -> Result<Config, ConfigErrors> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: path.to_path_buf(),
+                field: toml_position(text, e.span()),
+                message: e.message().trim_end().to_owned(),
+            }])
+        })?;
+        let mut check =
+            Check { file: path, env, now_unix_s, errors: Vec::new(), warnings: Vec::new() };
+        let config = check.config(raw);
+        if check.errors.is_empty() {
+            Ok(Config { warnings: check.warnings, ..config })
+        } else {
+            Err(ConfigErrors(check.errors))
+        }
+    }
+
+    /// Plain-text tables of the sources and destinations, for `hookwall check-config` (SPEC
+    /// §1). Shows secret ids, never secret values. Warnings are not included.
+    pub fn describe(&self) -> String {
+        let sources: Vec<Vec<String>> = self.sources.iter().map(|s| self.source_row(s)).collect();
+        let destinations: Vec<Vec<String>> =
+            self.destinations.iter().map(destination_row).collect();
+        let mut out = format!("sources ({}):\n", sources.len());
+        out += &table(
+            &[
+                "id",
+                "tenant",
+                "provider",
+                "tolerance",
+                "future_skew",
+                "secrets",
+                "destination",
+                "ack_deadline",
+            ],
+            &sources,
+        );
+        out += &format!("\ndestinations ({}):\n", destinations.len());
+        out += &table(
+            &["id", "url", "timeout", "attempts_max", "backoff", "concurrency_max"],
+            &destinations,
+        );
+        out
+    }
+
+    fn source_row(&self, source: &SourceConfig) -> Vec<String> {
+        let secrets: Vec<&str> = source.secrets.iter().map(|s| s.id.as_str()).collect();
+        let destination = self.destinations.get(source.destination).map_or("?", |d| &d.id);
+        vec![
+            source.id.clone(),
+            source.tenant.clone(),
+            source.provider.name().to_owned(),
+            human(source.tolerance),
+            human(source.future_skew),
+            secrets.join(","),
+            destination.to_owned(),
+            human(source.ack_deadline),
+        ]
+    }
+}
+
+fn destination_row(destination: &DestinationConfig) -> Vec<String> {
+    vec![
+        destination.id.clone(),
+        destination.url.clone(),
+        human(destination.timeout),
+        destination.attempts_max.to_string(),
+        format!("{}..{}", human(destination.backoff_min), human(destination.backoff_max)),
+        destination.concurrency_max.to_string(),
+    ]
+}
+
+fn human(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+/// Left-aligned columns separated by two spaces, one line per row.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = table_line(header.iter().copied(), &widths);
+    for row in rows {
+        out += &table_line(row.iter().map(String::as_str), &widths);
+    }
+    out
+}
+
+fn table_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> String {
+    let mut line = String::new();
+    for (cell, width) in cells.zip(widths) {
+        line += &format!("{cell:<width$}  ");
+    }
+    line.truncate(line.trim_end().len());
+    line + "\n"
+}
+
+/// `line L, column C` (1-based) of a TOML error's span, or `toml` when it has none.
+fn toml_position(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(span) = span else { return "toml".to_owned() };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}")
+}
+
+/// Wall-clock Unix seconds, read once per load for the retired-secret warning.
+/// Wall-clock Unix seconds, from the one reader of time.
+fn wall_clock_unix_s() -> i64 {
+    crate::clock::now_unix_s()
+}
+
+/// The validation pass: collects every error and warning while building the typed config.
+struct Check<'a> {
+    file: &'a Path,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    now_unix_s: i64,
+    errors: Vec<ConfigError>,
+    warnings: Vec<String>,
+}
+
+/// An entry's label in field names: `source[id]` when its id is valid, else `source[#n]`
+/// (1-based position); `kind` is `source`, `destination` or `source[x].secrets`.
+fn label(kind: &str, n: usize, id: Option<&str>) -> String {
+    match id {
+        Some(id) if id_problem(id).is_none() => format!("{kind}[{id}]"),
+        _ => format!("{kind}[#{}]", n + 1),
+    }
+}
+
+/// What is wrong with an id (`[a-z0-9][a-z0-9_-]*`, at most [`ID_BYTES_MAX`] bytes), if anything.
+fn id_problem(id: &str) -> Option<String> {
+    let mut bytes = id.bytes();
+    let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if id.is_empty() {
+        Some("is empty".to_owned())
+    } else if id.len() > ID_BYTES_MAX {
+        Some(format!("is {} bytes long; at most {ID_BYTES_MAX} are allowed", id.len()))
+    } else if !(first_ok && rest_ok) {
+        Some(format!("{id:?} must match [a-z0-9][a-z0-9_-]*"))
+    } else {
+        None
+    }
+}
+
+/// What is wrong with an `http(s)://host[:port]/…` URL, if anything. Userinfo is refused: the
+/// URL is printed by `check-config` and logged, so it must not carry credentials.
+fn url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("{url:?} is not an absolute http:// or https:// URL"));
+    };
+    if scheme != "http" && scheme != "https" {
+        return Some(format!("scheme {scheme:?} is not http or https"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("contains whitespace".to_owned());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some("must not carry credentials (user:password@)".to_owned());
+    }
+    authority_problem(authority)
+}
+
+fn authority_problem(authority: &str) -> Option<String> {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (authority, None),
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        }
+    };
+    if !host_ok {
+        return Some(format!("host {host:?} is not a valid host name or address"));
+    }
+    match port {
+        Some(port) if port.parse::<u16>().is_err() => {
+            Some(format!("port {port:?} is not 0..=65535"))
+        }
+        _ => None,
+    }
+}
+
+/// What is wrong with a CIDR (`10.0.0.0/8`, `fd00::/8`, or a bare address), if anything.
+fn cidr_problem(text: &str) -> Option<String> {
+    let (addr, prefix) = match text.split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text, None),
+    };
+    let Ok(ip) = addr.parse::<IpAddr>() else {
+        return Some(format!("{text:?} is not an IPv4 or IPv6 address or CIDR"));
+    };
+    let bits: u8 = if ip.is_ipv4() { 32 } else { 128 };
+    match prefix.map(str::parse::<u8>) {
+        Some(Ok(n)) if n > bits => Some(format!("prefix /{n} is longer than {bits} bits")),
+        Some(Err(_)) => Some(format!("{text:?} has a prefix that is not a number")),
+        _ => None,
+    }
+}
+
+/// Unix seconds of an RFC 3339 UTC timestamp given as a TOML string or TOML datetime.
+fn timestamp_unix_s(value: &toml::Value) -> Result<i64, String> {
+    let text = match value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Datetime(d) => d.to_string(),
+        other => {
+            return Err(format!("expected an RFC 3339 timestamp, found a {}", other.type_str()))
+        }
+    };
+    let expect = || format!("{text:?} is not an RFC 3339 UTC timestamp like 2026-12-31T00:00:00Z");
+    let time = humantime::parse_rfc3339(&text).map_err(|_| expect())?;
+    let seconds = time.duration_since(UNIX_EPOCH).map_err(|_| expect())?.as_secs();
+    i64::try_from(seconds).map_err(|_| expect())
+}
+
+impl Check<'_> {
+    fn error(&mut self, field: &str, message: impl Into<String>) {
+        let file = self.file.to_path_buf();
+        self.errors.push(ConfigError { file, field: field.to_owned(), message: message.into() });
+    }
+
+    fn warn(&mut self, field: &str, message: &str) {
+        self.warnings.push(format!("{field}: {message}"));
+    }
+
+    /// A humantime duration, `default` when absent or bad (bad is an error).
+    fn duration(&mut self, field: &str, raw: Option<&str>, default: Duration) -> Duration {
+        let Some(text) = raw else { return default };
+        humantime::parse_duration(text).unwrap_or_else(|e| {
+            self.error(field, format!("{text:?} is not a duration like \"10s\" or \"7d\" ({e})"));
+            default
+        })
+    }
+
+    /// A duration that must be greater than zero.
+    fn duration_positive(&mut self, field: &str, raw: Option<&str>, default: Duration) -> Duration {
+        let duration = self.duration(field, raw, default);
+        if duration.is_zero() {
+            self.error(field, "must be greater than zero");
+        }
+        duration
+    }
+
+    /// An integer in `range`, `default` when absent; out of range is an error.
+    fn int(
+        &mut self,
+        field: &str,
+        raw: Option<i64>,
+        default: i64,
+        range: RangeInclusive<i64>,
+    ) -> i64 {
+        let value = raw.unwrap_or(default);
+        if range.contains(&value) {
+            value
+        } else {
+            self.error(field, format!("{value} is not in {}..={}", range.start(), range.end()));
+            default
+        }
+    }
+
+    /// A required id: missing or malformed is an error and gives `None`.
+    fn id(&mut self, field: &str, raw: Option<&str>) -> Option<String> {
+        let Some(id) = raw else {
+            self.error(field, "is missing");
+            return None;
+        };
+        match id_problem(id) {
+            Some(problem) => {
+                self.error(field, problem);
+                None
+            }
+            None => Some(id.to_owned()),
+        }
+    }
+
+    fn socket_addr(&mut self, field: &str, raw: Option<&str>, default: &str) -> SocketAddr {
+        let text = raw.unwrap_or(default);
+        text.parse().unwrap_or_else(|_| {
+            self.error(
+                field,
+                format!("{text:?} is not an IP:port address like \"127.0.0.1:8080\""),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        })
+    }
+
+    fn config(&mut self, raw: RawConfig) -> Config {
+        let server = self.server(&raw.server);
+        let ledger = self.ledger(&raw.ledger);
+        let admin = self.admin(&raw.admin);
+        let destinations = self.destinations(&raw.destination);
+        let sources = self.sources(&raw.source, &destinations);
+        self.retention_warnings(&ledger, &sources);
+        self.unused_destination_warnings(&sources, &destinations);
+        let path = self.file.to_path_buf();
+        Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
+    }
+
+    fn server(&mut self, raw: &RawServer) -> ServerConfig {
+        let listen = self.socket_addr("server.listen", raw.listen.as_deref(), "127.0.0.1:8080");
+        let admin_listen =
+            self.socket_addr("server.admin_listen", raw.admin_listen.as_deref(), "127.0.0.1:9090");
+        if listen == admin_listen {
+            self.error("server.admin_listen", format!("must differ from server.listen ({listen})"));
+        }
+        let body = self.int("server.body_bytes_max", raw.body_bytes_max, 1_048_576, BODY_BYTES);
+        let header =
+            self.int("server.header_bytes_max", raw.header_bytes_max, 16_384, HEADER_BYTES);
+        let read_timeout = raw.read_timeout.as_deref();
+        let read_timeout = self.duration_positive("server.read_timeout", read_timeout, secs(10));
+        let trusted_proxies = raw.trusted_proxies.clone().unwrap_or_default();
+        for (n, cidr) in trusted_proxies.iter().enumerate() {
+            if let Some(problem) = cidr_problem(cidr) {
+                self.error(&format!("server.trusted_proxies[#{}]", n + 1), problem);
+            }
+        }
+        if raw.tls.is_some() {
+            self.error(
+                "server.tls",
+                "TLS is not implemented yet; terminate TLS in front of hookwall",
+            );
+        }
+        ServerConfig {
+            listen,
+            admin_listen,
+            cores: self.cores(raw.cores),
+            io: self.io(raw.io.as_deref()),
+            body_bytes_max: usize::try_from(body).unwrap_or(1_048_576),
+            header_bytes_max: usize::try_from(header).unwrap_or(16_384),
+            read_timeout,
+            trusted_proxies,
+        }
+    }
+
+    /// `server.cores`: 0 = all online CPUs (capped at `CORES_MAX`).
+    fn cores(&mut self, raw: Option<i64>) -> usize {
+        let cores_max = i64::try_from(limits::CORES_MAX).unwrap_or(i64::MAX);
+        let cores = self.int("server.cores", raw, 0, 0..=cores_max);
+        match usize::try_from(cores) {
+            Ok(0) | Err(_) => std::thread::available_parallelism()
+                .map_or(1, std::num::NonZeroUsize::get)
+                .min(limits::CORES_MAX),
+            Ok(n) => n,
+        }
+    }
+
+    fn io(&mut self, raw: Option<&str>) -> IoMode {
+        match raw.unwrap_or("auto") {
+            "auto" => IoMode::Auto,
+            "io_uring" => IoMode::IoUring,
+            "epoll" => IoMode::Epoll,
+            other => {
+                self.error("server.io", format!("{other:?} is not one of auto, io_uring, epoll"));
+                IoMode::Auto
+            }
+        }
+    }
+
+    fn ledger(&mut self, raw: &RawLedger) -> LedgerConfig {
+        let path = raw.path.as_deref().unwrap_or("./data");
+        if path.is_empty() {
+            self.error("ledger.path", "is empty");
+        }
+        let sync = raw.sync.unwrap_or(true);
+        if !sync {
+            self.warn("ledger.sync", "false: acks before fsync; for benchmarks only");
+        }
+        let dedupe = raw.dedupe_retention.as_deref();
+        let dedupe_retention = self.duration_positive("ledger.dedupe_retention", dedupe, days(7));
+        let payload = raw.payload_retention.as_deref();
+        let payload_retention = self.duration("ledger.payload_retention", payload, days(3));
+        if payload_retention > dedupe_retention {
+            self.warn(
+                "ledger.payload_retention",
+                "is longer than ledger.dedupe_retention; bodies outlive their identities",
+            );
+        }
+        LedgerConfig { path: PathBuf::from(path), sync, dedupe_retention, payload_retention }
+    }
+
+    fn admin(&mut self, raw: &RawAdmin) -> AdminConfig {
+        if raw.token_file.as_deref() == Some("") {
+            self.error("admin.token_file", "is empty; omit it to disable /admin/*");
+        }
+        let token_file = raw.token_file.as_deref().filter(|p| !p.is_empty()).map(PathBuf::from);
+        AdminConfig { token_file }
+    }
+
+    fn destinations(&mut self, raw: &[RawDestination]) -> Vec<DestinationConfig> {
+        let mut seen = HashSet::new();
+        let mut destinations = Vec::with_capacity(raw.len());
+        for (n, raw) in raw.iter().enumerate() {
+            let label = label("destination", n, raw.id.as_deref());
+            let id = self.id(&format!("{label}.id"), raw.id.as_deref()).unwrap_or_default();
+            if !id.is_empty() && !seen.insert(id.clone()) {
+                let field = format!("destination[#{}].id", n + 1);
+                self.error(&field, format!("duplicate destination id {id:?}"));
+            }
+            destinations.push(self.destination(&label, id, raw));
+        }
+        destinations
+    }
+
+    fn destination(&mut self, label: &str, id: String, raw: &RawDestination) -> DestinationConfig {
+        let url = raw.url.clone().unwrap_or_default();
+        match &raw.url {
+            None => self.error(&format!("{label}.url"), "is missing"),
+            Some(url) => {
+                if let Some(problem) = url_problem(url) {
+                    self.error(&format!("{label}.url"), problem);
+                }
+            }
+        }
+        let field = |name: &str| format!("{label}.{name}");
+        let timeout = self.duration_positive(&field("timeout"), raw.timeout.as_deref(), secs(10));
+        let attempts = self.int(&field("attempts_max"), raw.attempts_max, 5, ATTEMPTS);
+        let backoff_min =
+            self.duration_positive(&field("backoff_min"), raw.backoff_min.as_deref(), secs(1));
+        let backoff_max =
+            self.duration(&field("backoff_max"), raw.backoff_max.as_deref(), secs(3600));
+        if backoff_min > backoff_max {
+            self.error(&field("backoff_min"), "is greater than backoff_max");
+        }
+        let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
+        if let Some(secret) = &raw.signing_secret {
+            self.secret_ref_form(&field("signing_secret"), secret);
+            self.warn(&field("signing_secret"), "not implemented yet, ignored");
+        }
+        DestinationConfig {
+            id,
+            url,
+            timeout,
+            attempts_max: u32::try_from(attempts).unwrap_or(5),
+            backoff_min,
+            backoff_max,
+            concurrency_max: usize::try_from(concurrency).unwrap_or(64),
+        }
+    }
+
+    /// `signing_secret = { value | env | file }`: checked for form only (not read yet).
+    fn secret_ref_form(&mut self, field: &str, raw: &RawSecretRef) {
+        let given = [&raw.value, &raw.env, &raw.file].iter().filter(|v| v.is_some()).count();
+        if given != 1 {
+            self.error(field, "needs exactly one of value, env or file");
+        }
+    }
+
+    fn sources(
+        &mut self,
+        raw: &[RawSource],
+        destinations: &[DestinationConfig],
+    ) -> Vec<SourceConfig> {
+        if raw.is_empty() {
+            self.error("source", "no [[source]] is configured; at least one is needed");
+        }
+        let mut seen = HashSet::new();
+        let mut sources = Vec::with_capacity(raw.len());
+        for (n, raw) in raw.iter().enumerate() {
+            let label = label("source", n, raw.id.as_deref());
+            let id = self.id(&format!("{label}.id"), raw.id.as_deref());
+            if let Some(id) = &id {
+                if !seen.insert(id.clone()) {
+                    let field = format!("source[#{}].id", n + 1);
+                    self.error(&field, format!("duplicate source id {id:?}"));
+                }
+            }
+            let source = self.source(&label, raw, destinations);
+            if let (Some(id), Some(source)) = (id, source) {
+                sources.push(SourceConfig { id, ..source });
+            }
+        }
+        sources
+    }
+
+    /// One source, with an empty id (filled in by the caller); `None` when a part that has no
+    /// usable fallback (tenant, provider, destination) is bad — the error is already recorded.
+    fn source(
+        &mut self,
+        label: &str,
+        raw: &RawSource,
+        destinations: &[DestinationConfig],
+    ) -> Option<SourceConfig> {
+        let field = |name: &str| format!("{label}.{name}");
+        let tenant = self.id(&field("tenant"), raw.tenant.as_deref());
+        let provider = self.provider(&field("provider"), raw.provider.as_deref());
+        let default_tolerance = provider.map_or(secs(300), Provider::default_tolerance);
+        let tolerance = self.duration_positive(
+            &field("tolerance"),
+            raw.tolerance.as_deref(),
+            default_tolerance,
+        );
+        let future_skew =
+            self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
+        let event_types = self.event_types(&field("event_types"), raw.event_types.as_ref());
+        let secrets = self.secrets(label, provider, raw.secrets.as_deref());
+        let destination = self.destination_ref(&field("destination"), raw, destinations);
+        let default_ack = provider.map_or(secs(10), Provider::ack_deadline);
+        let ack_deadline = self.duration_positive(
+            &field("ack_deadline"),
+            raw.ack_deadline.as_deref(),
+            default_ack,
+        );
+        self.unimplemented_source_keys(label, raw);
+        Some(SourceConfig {
+            id: String::new(),
+            tenant: tenant?,
+            provider: provider?,
+            tolerance,
+            future_skew,
+            event_types,
+            secrets,
+            destination: destination?,
+            ack_deadline,
+        })
+    }
+
+    fn provider(&mut self, field: &str, raw: Option<&str>) -> Option<Provider> {
+        let Some(name) = raw else {
+            self.error(field, "is missing");
+            return None;
+        };
+        let parsed = Provider::parse(name);
+        if parsed.is_none() {
+            let supported: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
+            let supported = supported.join(", ");
+            if Provider::PLANNED.contains(&name) {
+                let message = format!(
+                    "provider {name:?} is not supported by this build yet (supported: {supported})"
+                );
+                self.error(field, message);
+            } else {
+                self.error(field, format!("unknown provider {name:?} (supported: {supported})"));
+            }
+        }
+        parsed
+    }
+
+    fn event_types(&mut self, field: &str, raw: Option<&Vec<String>>) -> Option<Vec<String>> {
+        let types = raw?;
+        if types.is_empty() {
+            self.error(field, "is empty; omit it to allow every event type");
+        }
+        for (n, event_type) in types.iter().enumerate() {
+            let entry = format!("{field}[#{}]", n + 1);
+            if event_type.is_empty() {
+                self.error(&entry, "is empty");
+            } else if event_type.len() > limits::EVENT_TYPE_BYTES_MAX {
+                let max = limits::EVENT_TYPE_BYTES_MAX;
+                self.error(&entry, format!("is longer than {max} bytes"));
+            }
+        }
+        Some(types.clone())
+    }
+
+    fn destination_ref(
+        &mut self,
+        field: &str,
+        raw: &RawSource,
+        destinations: &[DestinationConfig],
+    ) -> Option<usize> {
+        let Some(name) = raw.destination.as_deref() else {
+            self.error(field, "is missing");
+            return None;
+        };
+        let index = destinations.iter().position(|d| !d.id.is_empty() && d.id == name);
+        if index.is_none() {
+            let known: Vec<&str> =
+                destinations.iter().map(|d| d.id.as_str()).filter(|id| !id.is_empty()).collect();
+            let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            self.error(field, format!("no destination {name:?} is configured (known: {known})"));
+        }
+        index
+    }
+
+    /// `ordering_key` and `public_url`: checked for form, warned about, not used yet.
+    fn unimplemented_source_keys(&mut self, label: &str, raw: &RawSource) {
+        if let Some(pointer) = &raw.ordering_key {
+            let field = format!("{label}.ordering_key");
+            if !pointer.is_empty() && !pointer.starts_with('/') {
+                self.error(&field, format!("{pointer:?} is not a JSON pointer (starts with /)"));
+            }
+            self.warn(&field, "not implemented yet, ignored");
+        }
+        if let Some(url) = &raw.public_url {
+            let field = format!("{label}.public_url");
+            if let Some(problem) = url_problem(url) {
+                self.error(&field, problem);
+            }
+            self.warn(&field, "not implemented yet, ignored");
+        }
+    }
+
+    fn secrets(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: Option<&[RawSecret]>,
+    ) -> Vec<Secret> {
+        let field = format!("{label}.secrets");
+        let raw = raw.unwrap_or_default();
+        let max = limits::SECRETS_PER_SOURCE_MAX;
+        if raw.is_empty() || raw.len() > max {
+            self.error(&field, format!("has {} entries; 1..={max} are allowed", raw.len()));
+        }
+        let mut seen = HashSet::new();
+        let mut secrets = Vec::with_capacity(raw.len());
+        for (n, raw) in raw.iter().enumerate() {
+            let secret_label = self::label(&field, n, raw.id.as_deref());
+            let id = self.id(&format!("{secret_label}.id"), raw.id.as_deref());
+            if let Some(id) = &id {
+                if !seen.insert(id.clone()) {
+                    let message = format!("duplicate secret id {id:?}");
+                    self.error(&format!("{field}[#{}].id", n + 1), message);
+                }
+            }
+            let secret = self.secret(&secret_label, provider, raw);
+            if let (Some(id), Some(secret)) = (id, secret) {
+                secrets.push(Secret { id, ..secret });
+            }
+        }
+        self.retired_warning(label, &secrets);
+        secrets
+    }
+
+    /// One secret with an empty id (filled in by the caller); `None` when it cannot be used.
+    fn secret(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: &RawSecret,
+    ) -> Option<Secret> {
+        let not_before = self.timestamp(&format!("{label}.not_before"), raw.not_before.as_ref());
+        let not_after = self.timestamp(&format!("{label}.not_after"), raw.not_after.as_ref());
+        if let (Some(before), Some(after)) = (not_before, not_after) {
+            if after <= before {
+                self.error(&format!("{label}.not_after"), "must be later than not_before");
+            }
+        }
+        let text = self.secret_text(label, raw)?;
+        let key = match provider::hmac_key(provider?, &text) {
+            Ok(key) => key,
+            Err(message) => {
+                self.error(label, message);
+                return None;
+            }
+        };
+        Some(Secret { id: String::new(), key, not_before, not_after })
+    }
+
+    fn timestamp(&mut self, field: &str, raw: Option<&toml::Value>) -> Option<i64> {
+        match timestamp_unix_s(raw?) {
+            Ok(seconds) => Some(seconds),
+            Err(message) => {
+                self.error(field, message);
+                None
+            }
+        }
+    }
+
+    /// The secret as written, from exactly one of `value`, `env` or `file` (an inline value is
+    /// warned about). Errors name the variable or path, never the secret.
+    fn secret_text(&mut self, label: &str, raw: &RawSecret) -> Option<String> {
+        match (&raw.value, &raw.env, &raw.file) {
+            (Some(value), None, None) => {
+                self.warn(label, "inline secret value; prefer env or file");
+                Some(value.clone())
+            }
+            (None, Some(name), None) => {
+                let value = (self.env)(name).filter(|v| !v.is_empty());
+                if value.is_none() {
+                    let message = format!("environment variable {name} is unset or empty");
+                    self.error(&format!("{label}.env"), message);
+                }
+                value
+            }
+            (None, None, Some(path)) => match std::fs::read_to_string(path) {
+                Ok(text) => Some(text.trim_end().to_owned()),
+                Err(e) => {
+                    self.error(&format!("{label}.file"), format!("cannot read {path}: {e}"));
+                    None
+                }
+            },
+            _ => {
+                self.error(label, "needs exactly one of value, env or file");
+                None
+            }
+        }
+    }
+
+    fn retired_warning(&mut self, label: &str, secrets: &[Secret]) {
+        let now = self.now_unix_s;
+        let all_retired = secrets.iter().all(|s| s.not_after.is_some_and(|t| t <= now));
+        if !secrets.is_empty() && all_retired {
+            self.warn(label, "every secret is past its not_after; no delivery can verify");
+        }
+    }
+
+    /// R25 / checklist item 9: an identity must outlive the provider's retries and twice the
+    /// tolerance, or a late retry is admitted twice.
+    fn retention_warnings(&mut self, ledger: &LedgerConfig, sources: &[SourceConfig]) {
+        let retention = ledger.dedupe_retention;
+        for source in sources {
+            let horizon = source.provider.retry_horizon();
+            let floor = horizon.max(source.tolerance.saturating_mul(2));
+            if retention < floor {
+                let message = format!(
+                    "is {} but source {} ({}) needs at least {} (provider retry horizon {}, \
+                     2 × tolerance {}); late retries would be admitted twice (R25)",
+                    human(retention),
+                    source.id,
+                    source.provider.name(),
+                    human(floor),
+                    human(horizon),
+                    human(source.tolerance.saturating_mul(2)),
+                );
+                self.warn("ledger.dedupe_retention", &message);
+            }
+        }
+    }
+
+    fn unused_destination_warnings(
+        &mut self,
+        sources: &[SourceConfig],
+        destinations: &[DestinationConfig],
+    ) {
+        for (n, destination) in destinations.iter().enumerate() {
+            if !destination.id.is_empty() && !sources.iter().any(|s| s.destination == n) {
+                let field = format!("destination[{}]", destination.id);
+                self.warn(&field, "no source uses this destination");
+            }
+        }
+    }
+}
+
+fn secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds)
+}
+
+fn days(days: u64) -> Duration {
+    Duration::from_secs(days * 86_400)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// 2026-01-01T00:00:00Z: a fixed "now" so the retired-secret warning is deterministic.
+    const NOW: i64 = 1_767_225_600;
+
+    const MINIMAL: &str = r#"
+        [[source]]
+        id = "s"
+        tenant = "t"
+        provider = "github"
+        secrets = [{ id = "k", env = "GH_SECRET" }]
+        destination = "d"
+
+        [[destination]]
+        id = "d"
+        url = "http://127.0.0.1:3000/hooks"
+    "#;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "GH_SECRET" => Some("It's a Secret to Everybody".to_owned()),
+            "STANDARD_SECRET" => Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    /// What a case must produce: `Ok` with exactly these warnings, or exactly these errors.
+    /// Each expected string must occur in the corresponding `field: message` line.
+    enum Expect<'a> {
+        Ok(&'a [&'a str]),
+        Errors(&'a [&'a str]),
+    }
+
+    fn check(text: &str, expect: Expect<'_>) -> Option<Config> {
+        let result = Config::from_toml_str_at(text, Path::new("test.toml"), &env, NOW);
+        let (config, lines, want) = match (result, expect) {
+            (Ok(config), Expect::Ok(want)) => {
+                let lines = config.warnings.clone();
+                (Some(config), lines, want)
+            }
+            (Err(errors), Expect::Errors(want)) => {
+                let lines = errors.0.iter().map(|e| format!("{}: {}", e.field, e.message));
+                (None, lines.collect(), want)
+            }
+            (Ok(config), Expect::Errors(_)) => panic!("expected errors, got {config:?}"),
+            (Err(errors), Expect::Ok(_)) => panic!("expected success, got:\n{errors}"),
+        };
+        assert_eq!(lines.len(), want.len(), "got:\n{}", lines.join("\n"));
+        for (line, want) in lines.iter().zip(want) {
+            assert!(line.contains(want), "{line:?} does not contain {want:?}");
+        }
+        config
+    }
+
+    /// `MINIMAL` with `extra` appended to the source table and `top` put before it.
+    fn minimal_with(top: &str, source_extra: &str) -> String {
+        let source = MINIMAL
+            .replace("destination = \"d\"\n", &format!("destination = \"d\"\n{source_extra}\n"));
+        format!("{top}\n{source}")
+    }
+
+    #[test]
+    fn every_file_in_config_dir_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 1, "no config file found in {}", dir.display());
+    }
+
+    #[test]
+    fn dev_toml() {
+        let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/config/dev.toml"));
+        let inline = "inline secret value";
+        let config = check(text, Expect::Ok(&[inline, inline, inline])).unwrap();
+        let ids: Vec<&str> = config.sources.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["stripe-dev", "github-dev", "standard-dev"]);
+        assert_eq!(config.destinations[0].backoff_max, secs(300));
+        assert_eq!(config.sources[2].ack_deadline, secs(15));
+        let table = config.describe();
+        assert!(table.contains("standard-dev  dev     standard"), "{table}");
+        assert!(table.contains("http://127.0.0.1:3000/hooks"), "{table}");
+        assert!(!table.contains("whsec_"), "secret printed:\n{table}");
+    }
+
+    #[test]
+    fn minimal_gets_defaults() {
+        let config = check(MINIMAL, Expect::Ok(&[])).unwrap();
+        let server = &config.server;
+        assert_eq!(server.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(server.admin_listen, "127.0.0.1:9090".parse().unwrap());
+        assert!((1..=limits::CORES_MAX).contains(&server.cores));
+        assert_eq!(server.io, IoMode::Auto);
+        assert_eq!((server.body_bytes_max, server.header_bytes_max), (1_048_576, 16_384));
+        assert_eq!(server.read_timeout, secs(10));
+        assert!(server.trusted_proxies.is_empty());
+        let ledger = &config.ledger;
+        assert_eq!(ledger.path, PathBuf::from("./data"));
+        assert!(ledger.sync);
+        assert_eq!((ledger.dedupe_retention, ledger.payload_retention), (days(7), days(3)));
+        assert_eq!(config.admin.token_file, None);
+        let source = &config.sources[0];
+        assert_eq!((source.tolerance, source.future_skew), (secs(300), secs(60)));
+        assert_eq!((source.ack_deadline, source.destination), (secs(10), 0));
+        assert_eq!(source.event_types, None);
+        assert_eq!(source.secrets[0].id, "k");
+        assert!(source.secrets[0].active_at(NOW));
+        let destination = &config.destinations[0];
+        assert_eq!((destination.timeout, destination.attempts_max), (secs(10), 5));
+        assert_eq!((destination.backoff_min, destination.backoff_max), (secs(1), secs(3600)));
+        assert_eq!(destination.concurrency_max, 64);
+    }
+
+    #[test]
+    fn syntax_and_unknown_keys() {
+        let unknown = minimal_with("[server]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"", "");
+        check(&unknown, Expect::Errors(&["line 3, column 1: unknown field `lisen`"]));
+        let in_source = minimal_with("", "colour = \"red\"");
+        check(&in_source, Expect::Errors(&["unknown field `colour`"]));
+        check("[server\n", Expect::Errors(&["line 1, column"]));
+        check("", Expect::Errors(&["source: no [[source]] is configured"]));
+    }
+
+    #[test]
+    fn every_mistake_reported_at_once() {
+        let text = r#"
+            [server]
+            listen = "127.0.0.1:8080"
+            admin_listen = "127.0.0.1:8080"
+            io = "kqueue"
+            body_bytes_max = 0
+            read_timeout = "soon"
+            trusted_proxies = ["10.0.0.0/8", "10.0.0.0/33", "nope"]
+
+            [[source]]
+            id = "Bad Id"
+            tenant = "t"
+            provider = "slack"
+            secrets = [{ id = "k", env = "MISSING" }]
+            destination = "nowhere"
+
+            [[source]]
+            id = "ok"
+            tenant = "t"
+            provider = "zapier"
+            tolerance = "0s"
+            event_types = []
+            secrets = []
+            destination = "d"
+
+            [[destination]]
+            id = "d"
+            url = "ftp://example.com/"
+            attempts_max = 0
+            backoff_min = "2h"
+        "#;
+        check(
+            text,
+            Expect::Errors(&[
+                "server.admin_listen: must differ from server.listen",
+                "server.body_bytes_max: 0 is not in 1..=67108864",
+                "server.read_timeout: \"soon\" is not a duration",
+                "server.trusted_proxies[#2]: prefix /33 is longer than 32 bits",
+                "server.trusted_proxies[#3]: \"nope\" is not an IPv4 or IPv6 address",
+                "server.io: \"kqueue\" is not one of auto, io_uring, epoll",
+                "destination[d].url: scheme \"ftp\" is not http or https",
+                "destination[d].attempts_max: 0 is not in 1..=100",
+                "destination[d].backoff_min: is greater than backoff_max",
+                "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
+                "source[#1].provider: provider \"slack\" is not supported by this build yet \
+                 (supported: stripe, github, standard)",
+                "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
+                "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
+                "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
+                 standard)",
+                "source[ok].tolerance: must be greater than zero",
+                "source[ok].event_types: is empty",
+                "source[ok].secrets: has 0 entries; 1..=16 are allowed",
+            ]),
+        );
+    }
+
+    #[test]
+    fn secrets_from_env_file_and_value() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n").unwrap();
+        let secrets = format!(
+            r#"secrets = [
+                {{ id = "a", env = "STANDARD_SECRET", not_before = "2025-01-01T00:00:00Z" }},
+                {{ id = "b", file = "{}", not_after = 2027-01-01T00:00:00Z }},
+                {{ id = "c", value = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }},
+            ]"#,
+            file.path().display()
+        );
+        let text = MINIMAL
+            .replace("provider = \"github\"", "provider = \"standard\"")
+            .replace("secrets = [{ id = \"k\", env = \"GH_SECRET\" }]", &secrets);
+        let config =
+            check(&text, Expect::Ok(&["source[s].secrets[c]: inline secret value"])).unwrap();
+        let secrets = &config.sources[0].secrets;
+        assert_eq!(secrets.len(), 3);
+        assert_eq!(secrets[0].not_before, Some(1_735_689_600));
+        assert_eq!(secrets[1].not_after, Some(1_798_761_600));
+        assert!(!format!("{config:?}").contains("MfKQ9r8"), "secret in Debug output");
+    }
+
+    #[test]
+    fn secret_mistakes() {
+        let case = |provider: &str, secrets: &str, expect: &[&str]| {
+            let text = MINIMAL
+                .replace("provider = \"github\"", &format!("provider = \"{provider}\""))
+                .replace("secrets = [{ id = \"k\", env = \"GH_SECRET\" }]", secrets);
+            check(&text, Expect::Errors(expect));
+        };
+        case(
+            "github",
+            r#"secrets = [{ id = "k", env = "EMPTY" }]"#,
+            &["source[s].secrets[k].env: environment variable EMPTY is unset or empty"],
+        );
+        case(
+            "standard",
+            r#"secrets = [{ id = "k", value = "whsec_not*base64" }]"#,
+            &["source[s].secrets[k]: Standard Webhooks secret is not base64"],
+        );
+        case(
+            "github",
+            r#"secrets = [{ id = "k", value = "x", env = "GH_SECRET" }]"#,
+            &["source[s].secrets[k]: needs exactly one of value, env or file"],
+        );
+        case(
+            "github",
+            r#"secrets = [{ id = "k", file = "/nonexistent/k" }]"#,
+            &["source[s].secrets[k].file: cannot read /nonexistent/k"],
+        );
+        let rotation = r#"secrets = [
+            { id = "k", env = "GH_SECRET", not_before = "2026-02-01T00:00:00Z",
+              not_after = "2026-01-01T00:00:00Z" },
+            { id = "k", env = "GH_SECRET", not_after = "tomorrow" },
+        ]"#;
+        case(
+            "github",
+            rotation,
+            &[
+                "source[s].secrets[k].not_after: must be later than not_before",
+                "source[s].secrets[#2].id: duplicate secret id \"k\"",
+                "source[s].secrets[k].not_after: \"tomorrow\" is not an RFC 3339 UTC timestamp",
+            ],
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_and_references() {
+        let text = format!(
+            "{MINIMAL}\n{}\n{}",
+            MINIMAL.replace("[[destination]]\n        id = \"d\"", "[[destination]]\nid = \"e\""),
+            "[[destination]]\nid = \"d\"\nurl = \"https://[::1]:8443/x\"",
+        );
+        check(
+            &text,
+            Expect::Errors(&[
+                "destination[#3].id: duplicate destination id \"d\"",
+                "source[#2].id: duplicate source id \"s\"",
+            ]),
+        );
+    }
+
+    #[test]
+    fn warnings() {
+        let top = "[ledger]\nsync = false\ndedupe_retention = \"1d\"\npayload_retention = \"2d\"";
+        let extra = "ordering_key = \"/data/id\"\n[[destination]]\nid = \"unused\"\n\
+                     url = \"http://localhost:1/\"\nsigning_secret = { env = \"X\" }";
+        let retired =
+            r#"secrets = [{ id = "k", env = "GH_SECRET", not_after = "2025-01-01T00:00:00Z" }]"#;
+        let text = minimal_with(top, extra)
+            .replace("secrets = [{ id = \"k\", env = \"GH_SECRET\" }]", retired);
+        check(
+            &text,
+            Expect::Ok(&[
+                "ledger.sync: false: acks before fsync; for benchmarks only",
+                "ledger.payload_retention: is longer than ledger.dedupe_retention",
+                "destination[unused].signing_secret: not implemented yet, ignored",
+                "source[s]: every secret is past its not_after",
+                "source[s].ordering_key: not implemented yet, ignored",
+                "ledger.dedupe_retention: is 1day but source s (github) needs at least 3days",
+                "destination[unused]: no source uses this destination",
+            ]),
+        );
+    }
+
+    #[test]
+    fn errors_display_one_line_each() {
+        let errors = Config::from_toml_str_at("", Path::new("x.toml"), &env, NOW).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "x.toml: source: no [[source]] is configured; at least one is needed"
+        );
+        let missing = Config::load(Path::new("/nonexistent/hookwall.toml")).unwrap_err();
+        assert!(missing.to_string().starts_with("/nonexistent/hookwall.toml: cannot read"));
+    }
+
+    #[test]
+    fn url_and_cidr_forms() {
+        for good in
+            ["http://a", "https://h.example:443/p?q#f", "http://[::1]:80/", "http://10.0.0.1"]
+        {
+            assert_eq!(url_problem(good), None, "{good}");
+        }
+        for bad in [
+            "127.0.0.1:80",
+            "http://",
+            "http://u:p@h/",
+            "http://h:99999/",
+            "http://h x/",
+            "http://::1/",
+        ] {
+            assert!(url_problem(bad).is_some(), "{bad}");
+        }
+        for good in ["10.0.0.0/8", "192.168.1.1", "fd00::/8", "::1/128", "0.0.0.0/0"] {
+            assert_eq!(cidr_problem(good), None, "{good}");
+        }
+        for bad in ["10.0.0.0/33", "fd00::/129", "10.0.0/8", "10.0.0.0/x", ""] {
+            assert!(cidr_problem(bad).is_some(), "{bad}");
+        }
+    }
+}

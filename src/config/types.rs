@@ -1,0 +1,156 @@
+//! The validated configuration. Holding a [`Config`] proves it passed
+//! [`Config::load`](super::Config::load): every field here is checked and resolved (secrets read,
+//! destinations linked, durations parsed). Shapes follow SPEC §2.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::provider::Provider;
+
+/// The whole validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    /// The file it was loaded from (for messages).
+    pub path: PathBuf,
+    /// `[server]`.
+    pub server: ServerConfig,
+    /// `[ledger]`.
+    pub ledger: LedgerConfig,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+    /// `[[source]]`, in file order; a source's index here is its id in metrics and the ledger.
+    pub sources: Vec<SourceConfig>,
+    /// `[[destination]]`, in file order.
+    pub destinations: Vec<DestinationConfig>,
+    /// Non-fatal findings (inline secrets, short retention, …), printed at start and by
+    /// `check-config`.
+    pub warnings: Vec<String>,
+}
+
+/// Which IO back end the ingress cores use (`server.io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    /// io_uring when `io_uring_setup` with the needed flags works, otherwise epoll (logged).
+    Auto,
+    /// io_uring or fail at start.
+    IoUring,
+    /// epoll (a tokio `current_thread` runtime per core).
+    Epoll,
+}
+
+/// `[server]`.
+#[derive(Debug)]
+pub struct ServerConfig {
+    /// Webhook ingress address; one `SO_REUSEPORT` socket per core binds it.
+    pub listen: SocketAddr,
+    /// Admin listener: `/metrics`, `/healthz`, `/readyz`, `/admin/*`.
+    pub admin_listen: SocketAddr,
+    /// Ingress cores, resolved (`0` in the file means all online CPUs); 1..=`CORES_MAX`.
+    pub cores: usize,
+    /// IO back end.
+    pub io: IoMode,
+    /// Largest accepted body in bytes; 413 above it, decided from Content-Length before buffering.
+    pub body_bytes_max: usize,
+    /// Largest accepted request head in bytes; 431 above it.
+    pub header_bytes_max: usize,
+    /// Longest time to read one whole request; slower clients get 408 and are closed.
+    pub read_timeout: Duration,
+    /// CIDRs allowed to set `X-Forwarded-Proto`/`X-Forwarded-Host`, as written.
+    pub trusted_proxies: Vec<String>,
+}
+
+/// `[ledger]`.
+#[derive(Debug)]
+pub struct LedgerConfig {
+    /// RocksDB directory.
+    pub path: PathBuf,
+    /// fsync the WAL (group commit) before any 2xx. `false` is for benchmarks only (warned).
+    pub sync: bool,
+    /// How long an idempotency key is remembered.
+    pub dedupe_retention: Duration,
+    /// How long a raw body is kept after its event settles.
+    pub payload_retention: Duration,
+}
+
+/// `[admin]`.
+#[derive(Debug)]
+pub struct AdminConfig {
+    /// File holding the bearer token for `/admin/*`; `None` disables `/admin/*` (answers 404).
+    pub token_file: Option<PathBuf>,
+}
+
+/// One verification secret of a source, ready to use (R3: several per source for rotation).
+pub struct Secret {
+    /// The key id from the config (recorded with each event it verified).
+    pub id: String,
+    /// The MAC key, derived from the secret exactly as the provider documents
+    /// (see [`crate::provider::hmac_key`]).
+    pub key: ring::hmac::Key,
+    /// Unix seconds from which the key is active (inclusive); `None` = always.
+    pub not_before: Option<i64>,
+    /// Unix seconds at which the key retires (exclusive); `None` = never.
+    pub not_after: Option<i64>,
+}
+
+impl Secret {
+    /// Whether the key may verify a delivery received at `now_unix_s` (R3: a retired key is
+    /// never revived).
+    pub fn active_at(&self, now_unix_s: i64) -> bool {
+        self.not_before.is_none_or(|t| now_unix_s >= t)
+            && self.not_after.is_none_or(|t| now_unix_s < t)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material (R28).
+        f.debug_struct("Secret")
+            .field("id", &self.id)
+            .field("not_before", &self.not_before)
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[[source]]`: an inbound webhook path with its provider, tenant and keys.
+#[derive(Debug)]
+pub struct SourceConfig {
+    /// Path segment: `POST /webhooks/{id}`. Matches `[a-z0-9][a-z0-9_-]*`, at most 64 bytes.
+    pub id: String,
+    /// Scope of keys and identities; never read from the payload (R4). Same charset as `id`.
+    pub tenant: String,
+    /// Signature scheme and id/timestamp rules.
+    pub provider: Provider,
+    /// Max age of the signed timestamp (R6).
+    pub tolerance: Duration,
+    /// Max lead of the signed timestamp over our clock (R6).
+    pub future_skew: Duration,
+    /// Allowed event types; `None` = all.
+    pub event_types: Option<Vec<String>>,
+    /// 1..=`SECRETS_PER_SOURCE_MAX` keys.
+    pub secrets: Vec<Secret>,
+    /// Index into [`Config::destinations`].
+    pub destination: usize,
+    /// The provider's acknowledgment deadline (defaults from the provider table).
+    pub ack_deadline: Duration,
+}
+
+/// `[[destination]]`: where admitted events are forwarded (SPEC §5).
+#[derive(Debug)]
+pub struct DestinationConfig {
+    /// Id used in config and metric labels. Same charset as source ids.
+    pub id: String,
+    /// `http://` or `https://` URL the events are POSTed to.
+    pub url: String,
+    /// Per-attempt timeout.
+    pub timeout: Duration,
+    /// Attempts before the event is dead (R19); at least 1.
+    pub attempts_max: u32,
+    /// Backoff before the second attempt; doubles per attempt with full jitter.
+    pub backoff_min: Duration,
+    /// Cap of the backoff.
+    pub backoff_max: Duration,
+    /// In-flight attempts to this destination, at least 1.
+    pub concurrency_max: usize,
+}

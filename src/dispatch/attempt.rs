@@ -1,0 +1,237 @@
+//! One attempt: POST an event's exact body bytes to its destination with the forwarding headers
+//! of SPEC §5, and reduce whatever happens to an [`AttemptResult`]. The only socket-touching
+//! part of the dispatcher.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+
+use super::classify::AttemptResult;
+use crate::ledger::DueEvent;
+
+/// Most response-body bytes read (and discarded) after the status, so the connection can go
+/// back to the pool; a larger answer is dropped and its connection closed.
+const RESPONSE_BODY_BYTES_MAX: usize = 64 * 1024;
+
+/// Longest transport error text kept before classification adds its prefix.
+const TRANSPORT_ERROR_BYTES_MAX: usize = 200;
+
+/// Builds the one HTTP client of the dispatcher: rustls with the `ring` provider and the
+/// platform's certificate verifier (so `https://` destinations work), no redirects (a 3xx is a
+/// permanent answer, SPEC §5), no automatic retries beyond reqwest's protocol NACKs.
+///
+/// # Errors
+/// reqwest could not build the client (e.g. no usable TLS configuration).
+pub(super) fn client() -> std::io::Result<reqwest::Client> {
+    // Err means a provider is already installed for this process: that one is used.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .tls_backend_rustls()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("hookwall/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(std::io::Error::other)
+}
+
+/// What an attempt needs besides the client: where to, how long, and which provider verified
+/// the event (for `Hookwall-Verification`).
+pub(super) struct Target {
+    /// Destination URL.
+    pub url: String,
+    /// Per-attempt timeout (whole request: connect, send, status).
+    pub timeout: Duration,
+    /// Source id (`Hookwall-Source`).
+    pub source_id: String,
+    /// Provider name (`Hookwall-Verification: provider=…`).
+    pub provider: &'static str,
+}
+
+/// Sends attempt number `attempt` (1-based) of `event` and classifies the transport outcome.
+/// Never returns the URL or payload in error texts.
+pub(super) async fn send(
+    client: &reqwest::Client,
+    target: &Target,
+    event: &DueEvent,
+    body: Vec<u8>,
+    attempt: u32,
+) -> AttemptResult {
+    let request = client
+        .post(target.url.as_str())
+        .timeout(target.timeout)
+        .headers(forward_headers(target, event, attempt))
+        .body(body);
+    match request.send().await {
+        Ok(response) => answered(response).await,
+        Err(e) => transport_error(&e),
+    }
+}
+
+/// The status and `Retry-After` of an answer; the body is read (up to a bound) and dropped.
+async fn answered(mut response: reqwest::Response) -> AttemptResult {
+    let code = response.status().as_u16();
+    let retry_after = response.headers().get(RETRY_AFTER).and_then(retry_after_seconds);
+    let mut read = 0usize;
+    while read <= RESPONSE_BODY_BYTES_MAX {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read += chunk.len(),
+            // The status already decided the attempt; a body error does not change it.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    AttemptResult::Status { code, retry_after }
+}
+
+/// `Retry-After: <delta-seconds>`; HTTP dates would need a clock read here and are ignored.
+fn retry_after_seconds(value: &HeaderValue) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    text.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Reduces a reqwest error to a short, payload-free [`AttemptResult`].
+fn transport_error(e: &reqwest::Error) -> AttemptResult {
+    if e.is_timeout() {
+        return AttemptResult::Timeout;
+    }
+    let why = short(&root_cause(e));
+    if e.is_connect() {
+        AttemptResult::Connect(why)
+    } else {
+        AttemptResult::Other(why)
+    }
+}
+
+/// The innermost error text (e.g. `Connection refused (os error 111)`), which names the cause
+/// without the URL reqwest's own message carries.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn short(text: &str) -> String {
+    let mut end = text.len().min(TRANSPORT_ERROR_BYTES_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// The forwarding headers of SPEC §5 for attempt `attempt` of `event`.
+pub(super) fn forward_headers(target: &Target, event: &DueEvent, attempt: u32) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    if let Some(ct) = event.content_type.as_deref().and_then(|v| HeaderValue::from_bytes(v).ok()) {
+        h.insert(CONTENT_TYPE, ct);
+    }
+    put(&mut h, "idempotency-key", &event.key);
+    put(&mut h, "hookwall-source", &target.source_id);
+    put(&mut h, "hookwall-event-id", event_id(&event.key));
+    put(&mut h, "hookwall-attempt", &attempt.to_string());
+    put(&mut h, "hookwall-received-at", &received_at(event.received_at_ms));
+    put(&mut h, "hookwall-verification", &verification(target.provider, event));
+    h
+}
+
+/// The provider event id: the idempotency key `tenant/source/event id` after its first two
+/// `/` (the id itself may contain `/`).
+pub(super) fn event_id(key: &str) -> &str {
+    key.splitn(3, '/').nth(2).unwrap_or(key)
+}
+
+/// `Hookwall-Received-At`: RFC 3339 with milliseconds, UTC.
+fn received_at(received_at_ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(received_at_ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// `Hookwall-Verification: provider=…; key_id=…[; skew_s=…]` — skew is received-at seconds
+/// minus the signed timestamp, omitted when the provider signs none.
+fn verification(provider: &str, event: &DueEvent) -> String {
+    let mut text = format!("provider={provider}; key_id={}", event.secret_id);
+    if let Some(signed_at) = event.signed_at {
+        let received_s = i64::try_from(event.received_at_ms / 1000).unwrap_or(i64::MAX);
+        text.push_str(&format!("; skew_s={}", received_s.saturating_sub(signed_at)));
+    }
+    text
+}
+
+/// Inserts `value`, percent-encoding any byte a header value cannot carry (control bytes,
+/// non-ASCII, `%`). Ids from config are already plain; event ids usually are.
+fn put(h: &mut HeaderMap, name: &'static str, value: &str) {
+    let value = HeaderValue::from_str(value).unwrap_or_else(|_| encoded(value));
+    h.insert(HeaderName::from_static(name), value);
+}
+
+fn encoded(value: &str) -> HeaderValue {
+    let mut out = String::with_capacity(value.len() * 3);
+    for b in value.bytes() {
+        if (0x21..0x7f).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&out).expect("percent-encoded text is visible ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(signed_at: Option<i64>) -> DueEvent {
+        DueEvent {
+            shard: 0,
+            seq: 1,
+            due_ms: 0,
+            key: "acme/stripe-billing/evt_1/x".to_owned(),
+            source: 0,
+            attempts: 0,
+            received_at_ms: 1_700_000_000_123,
+            secret_id: "k13".to_owned(),
+            signed_at,
+            content_type: Some(b"application/json".to_vec()),
+            body: b"{}".to_vec(),
+        }
+    }
+
+    fn target() -> Target {
+        Target {
+            url: "http://127.0.0.1:1/".to_owned(),
+            timeout: Duration::from_secs(1),
+            source_id: "stripe-billing".to_owned(),
+            provider: "stripe",
+        }
+    }
+
+    #[test]
+    fn headers_follow_spec_section_5() {
+        let h = forward_headers(&target(), &event(Some(1_699_999_990)), 2);
+        let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).unwrap_or("<missing>");
+        assert_eq!(get("content-type"), "application/json");
+        assert_eq!(get("idempotency-key"), "acme/stripe-billing/evt_1/x");
+        assert_eq!(get("hookwall-source"), "stripe-billing");
+        assert_eq!(get("hookwall-event-id"), "evt_1/x");
+        assert_eq!(get("hookwall-attempt"), "2");
+        assert_eq!(get("hookwall-received-at"), "2023-11-14T22:13:20.123Z");
+        assert_eq!(get("hookwall-verification"), "provider=stripe; key_id=k13; skew_s=10");
+        let unsigned = forward_headers(&target(), &event(None), 1);
+        assert_eq!(
+            unsigned.get("hookwall-verification").and_then(|v| v.to_str().ok()),
+            Some("provider=stripe; key_id=k13")
+        );
+    }
+
+    #[test]
+    fn unsendable_bytes_are_percent_encoded() {
+        assert_eq!(encoded("a b\n%é"), "a%20b%0A%25%C3%A9");
+        assert_eq!(event_id("no-slashes"), "no-slashes");
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_only() {
+        let v = |s: &'static str| HeaderValue::from_static(s);
+        assert_eq!(retry_after_seconds(&v(" 30 ")), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after_seconds(&v("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+    }
+}

@@ -1,0 +1,74 @@
+//! The dispatcher: forwards admitted events from the ledger's inbox to their destinations
+//! (SPEC §5, R18), with an idempotency key on every attempt (R21), exponential backoff with full
+//! jitter, and dead-lettering after `attempts_max` or on a permanent answer (R19).
+//!
+//! One thread `dispatch` runs a `current_thread` tokio runtime with one HTTP client. Its loop
+//! (`engine.rs`) works only through [`Inbox`]: it scans each shard for due events, starts attempts
+//! while each destination has fewer than `concurrency_max` in flight (the rest stay in the
+//! ledger for a later scan), classifies each finished attempt with the pure [`classify`], and
+//! hands the [`Settlement`](crate::ledger::Settlement) to the shard writer. Retry timers are
+//! ledger schedule entries, so a restart loses none (R18). An event stays in the in-flight set
+//! until its settlement is durably written; a failed write leaves the old schedule entry, and the
+//! attempt is repeated with the same `Idempotency-Key` (at-least-once).
+//!
+//! Not yet: Standard Webhooks signing of forwards (`destination.signing_secret`), delivery in
+//! admission order per `ordering_key`.
+
+mod attempt;
+mod classify;
+mod engine;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use tokio::sync::{oneshot, Notify};
+
+pub use classify::{backoff, classify, AttemptResult};
+
+use crate::config::Config;
+use crate::ledger::Inbox;
+use crate::metrics::Metrics;
+
+/// The running dispatcher. Dropping it without [`DispatchHandle::shutdown`] also stops the loop,
+/// but does not wait for the thread.
+pub struct DispatchHandle {
+    stop: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl DispatchHandle {
+    /// Signals the loop to stop starting attempts, lets in-flight attempts finish or time out
+    /// (at most the longest destination `timeout`), offers their settlements to the ledger, and
+    /// joins the thread. Settlements the ledger cannot take are left to it: their attempts are
+    /// repeated after restart with the same idempotency key.
+    pub fn shutdown(self) {
+        // Err: the loop already ended (it only ends on stop, or by panicking).
+        let _ = self.stop.send(());
+        if self.thread.join().is_err() {
+            tracing::error!("The dispatcher thread panicked.");
+        }
+    }
+}
+
+/// Starts the dispatcher thread `dispatch` (SPEC §5). `notify` is signalled by whoever admits
+/// events (a scan then runs at once instead of at the next timer); `metrics.dispatch` receives
+/// the attempt counts and delivery latencies.
+///
+/// # Errors
+/// The tokio runtime, the HTTP client (TLS setup) or the thread could not be created.
+pub fn spawn(
+    config: Arc<Config>,
+    inbox: Arc<dyn Inbox>,
+    notify: Arc<Notify>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<DispatchHandle> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let client = attempt::client()?;
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::Builder::new().name("dispatch".to_owned()).spawn(move || {
+        let engine = engine::Engine::new(config, inbox, notify, metrics, client);
+        runtime.block_on(engine.run(stopped));
+    })?;
+    Ok(DispatchHandle { stop, thread })
+}

@@ -1,0 +1,413 @@
+//! End-to-end dispatcher tests: an in-memory [`Inbox`] and a local HTTP destination on
+//! `127.0.0.1:0` that fails on command. Tests wait on channels, never on fixed sleeps.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+
+use super::*;
+use crate::config::{
+    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, ServerConfig, SourceConfig,
+};
+use crate::ledger::{DueEvent, Outcome, Settlement};
+use crate::metrics::{AttemptOutcome, CoreStats, DispatchStats, LedgerStats, Metrics};
+use crate::provider::Provider;
+
+/// Longest any test waits for a condition before failing (not a sleep: a bound on a wait).
+const WAIT_MAX: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------- in-memory inbox
+
+#[derive(Default)]
+struct FakeState {
+    events: BTreeMap<u64, DueEvent>,
+    /// `(due_ms, seq)` schedule entries.
+    schedule: BTreeSet<(u64, u64)>,
+}
+
+/// An [`Inbox`] over a mutexed map: `settle` applies at once, calls `reply(true)`, and reports
+/// `(seq, attempts, outcome)` to the test.
+struct FakeInbox {
+    state: Mutex<FakeState>,
+    settled: mpsc::UnboundedSender<(u64, u32, Outcome)>,
+}
+
+impl FakeInbox {
+    fn new() -> (Arc<FakeInbox>, mpsc::UnboundedReceiver<(u64, u32, Outcome)>) {
+        let (settled, rx) = mpsc::unbounded_channel();
+        (Arc::new(FakeInbox { state: Mutex::default(), settled }), rx)
+    }
+
+    fn admit(&self, seq: u64, body: &[u8]) {
+        let event = DueEvent {
+            shard: 0,
+            seq,
+            due_ms: 0,
+            key: format!("acme/stripe-billing/evt_{seq}"),
+            source: 0,
+            attempts: 0,
+            received_at_ms: crate::clock::now_unix_ms(),
+            secret_id: "k13".to_owned(),
+            signed_at: Some(crate::clock::now_unix_s() - 2),
+            content_type: Some(b"application/json; charset=utf-8".to_vec()),
+            body: body.to_vec(),
+        };
+        let mut state = self.state.lock().expect("test lock");
+        state.schedule.insert((0, seq));
+        state.events.insert(seq, event);
+    }
+}
+
+impl Inbox for FakeInbox {
+    fn shards(&self) -> usize {
+        1
+    }
+
+    fn due(
+        &self,
+        shard: usize,
+        now_ms: u64,
+        limit: usize,
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<DueEvent>, String> {
+        let state = self.state.lock().expect("test lock");
+        let due = state.schedule.iter().take_while(|(due, _)| *due <= now_ms);
+        let due = due.filter(|(_, seq)| shard == 0 && !skip(*seq)).take(limit);
+        let events = due.map(|&(due_ms, seq)| DueEvent { due_ms, ..state.events[&seq].clone() });
+        Ok(events.collect())
+    }
+
+    fn next_due_ms(&self, _shard: usize) -> Option<u64> {
+        self.state.lock().expect("test lock").schedule.first().map(|(due, _)| *due)
+    }
+
+    fn settle(&self, s: Settlement) -> Result<(), Settlement> {
+        {
+            let mut state = self.state.lock().expect("test lock");
+            assert!(state.schedule.remove(&(s.due_ms, s.seq)), "settled an unknown entry");
+            if let Outcome::Retry { next_ms, .. } = s.outcome {
+                state.schedule.insert((next_ms, s.seq));
+                state.events.get_mut(&s.seq).expect("known event").attempts = s.attempts;
+            }
+        }
+        let _ = self.settled.send((s.seq, s.attempts, s.outcome));
+        (s.reply)(true);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- local destination
+
+/// One request as the destination saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    headers: hyper::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// A destination that answers from a script (then `default_status`), optionally holding every
+/// request until `gate` gives a permit, and records requests and peak concurrency.
+struct Destination {
+    script: Mutex<VecDeque<u16>>,
+    default_status: u16,
+    gate: Option<Semaphore>,
+    seen: Mutex<Vec<Seen>>,
+    running: AtomicUsize,
+    running_max: AtomicUsize,
+    running_now: watch::Sender<usize>,
+}
+
+impl Destination {
+    fn new(script: &[u16], default_status: u16, gated: bool) -> Arc<Destination> {
+        Arc::new(Destination {
+            script: Mutex::new(script.iter().copied().collect()),
+            default_status,
+            gate: gated.then(|| Semaphore::new(0)),
+            seen: Mutex::default(),
+            running: AtomicUsize::new(0),
+            running_max: AtomicUsize::new(0),
+            running_now: watch::channel(0).0,
+        })
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("test lock").clone()
+    }
+
+    async fn handle(
+        self: Arc<Self>,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.running_max.fetch_max(now, Ordering::SeqCst);
+        self.running_now.send_replace(now);
+        let headers = request.headers().clone();
+        let body = request.into_body().collect().await?.to_bytes().to_vec();
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("gate stays open").forget();
+        }
+        self.seen.lock().expect("test lock").push(Seen { headers, body });
+        let status = self.script.lock().expect("test lock").pop_front();
+        let left = self.running.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.running_now.send_replace(left);
+        let mut response = hyper::Response::new(Full::new(Bytes::from_static(b"{}")));
+        *response.status_mut() = hyper::StatusCode::from_u16(status.unwrap_or(self.default_status))
+            .expect("scripted statuses are valid");
+        Ok(response)
+    }
+}
+
+/// Serves `dest` on `127.0.0.1:0` in the test's runtime; returns its URL.
+async fn serve(dest: Arc<Destination>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let dest = Arc::clone(&dest);
+            let service = hyper::service::service_fn(move |r| Arc::clone(&dest).handle(r));
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    format!("http://{addr}/hooks")
+}
+
+// ---------------------------------------------------------------- setup
+
+fn config(url: &str, attempts_max: u32, concurrency_max: usize) -> Arc<Config> {
+    let addr: SocketAddr = "127.0.0.1:0".parse().expect("static address");
+    Arc::new(Config {
+        path: PathBuf::from("test.toml"),
+        server: ServerConfig {
+            listen: addr,
+            admin_listen: addr,
+            cores: 1,
+            io: IoMode::Epoll,
+            body_bytes_max: 1 << 20,
+            header_bytes_max: 16 << 10,
+            read_timeout: Duration::from_secs(10),
+            trusted_proxies: Vec::new(),
+        },
+        ledger: LedgerConfig {
+            path: PathBuf::from("data"),
+            sync: true,
+            dedupe_retention: Duration::from_secs(7 * 86_400),
+            payload_retention: Duration::from_secs(3 * 86_400),
+        },
+        admin: AdminConfig { token_file: None },
+        sources: vec![SourceConfig {
+            id: "stripe-billing".to_owned(),
+            tenant: "acme".to_owned(),
+            provider: Provider::Stripe,
+            tolerance: Duration::from_secs(300),
+            future_skew: Duration::from_secs(60),
+            event_types: None,
+            secrets: Vec::new(),
+            destination: 0,
+            ack_deadline: Duration::from_secs(10),
+        }],
+        destinations: vec![DestinationConfig {
+            id: "billing-api".to_owned(),
+            url: url.to_owned(),
+            timeout: Duration::from_secs(10),
+            attempts_max,
+            backoff_min: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(5),
+            concurrency_max,
+        }],
+        warnings: Vec::new(),
+    })
+}
+
+fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics {
+        cores: vec![Arc::new(CoreStats::new(1))],
+        ledger: LedgerStats::new(1),
+        dispatch: DispatchStats::new(1),
+    })
+}
+
+/// A running dispatcher over a fake inbox and a scripted destination.
+struct Rig {
+    inbox: Arc<FakeInbox>,
+    settled: mpsc::UnboundedReceiver<(u64, u32, Outcome)>,
+    dest: Arc<Destination>,
+    metrics: Arc<Metrics>,
+    notify: Arc<Notify>,
+    handle: DispatchHandle,
+}
+
+async fn rig(
+    dest: Arc<Destination>,
+    attempts_max: u32,
+    concurrency_max: usize,
+    events: u64,
+) -> Rig {
+    let url = serve(Arc::clone(&dest)).await;
+    let (inbox, settled) = FakeInbox::new();
+    for seq in 1..=events {
+        inbox.admit(seq, format!("{{\"id\":\"evt_{seq}\",\"raw\":\"\u{e9}\\u00e9\"}} ").as_bytes());
+    }
+    let (metrics, notify) = (metrics(), Arc::new(Notify::new()));
+    let cfg = config(&url, attempts_max, concurrency_max);
+    let handle = spawn(cfg, inbox.clone(), Arc::clone(&notify), Arc::clone(&metrics))
+        .expect("dispatcher starts");
+    Rig { inbox, settled, dest, metrics, notify, handle }
+}
+
+/// Waits for the next settlement reported by a [`FakeInbox`].
+async fn recv(settled: &mut mpsc::UnboundedReceiver<(u64, u32, Outcome)>) -> (u64, u32, Outcome) {
+    let next = tokio::time::timeout(WAIT_MAX, settled.recv()).await;
+    next.expect("a settlement arrives in time").expect("inbox alive")
+}
+
+impl Rig {
+    /// Waits for the next settlement.
+    async fn next_settled(&mut self) -> (u64, u32, Outcome) {
+        recv(&mut self.settled).await
+    }
+
+    /// Waits for settlements until `seq` settles terminally; returns its (attempts, outcome)s.
+    async fn settle_all(&mut self, seq: u64) -> Vec<(u32, Outcome)> {
+        let mut history = Vec::new();
+        loop {
+            let (s, attempts, outcome) = self.next_settled().await;
+            if s != seq {
+                continue;
+            }
+            let terminal = !matches!(outcome, Outcome::Retry { .. });
+            history.push((attempts, outcome));
+            if terminal {
+                return history;
+            }
+        }
+    }
+
+    fn count(&self, outcome: AttemptOutcome) -> u64 {
+        self.metrics.dispatch.attempts(0, outcome)
+    }
+}
+
+fn header<'a>(seen: &'a Seen, name: &str) -> &'a str {
+    seen.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("<missing>")
+}
+
+// ---------------------------------------------------------------- tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivered_on_the_third_attempt_with_one_idempotency_key() {
+    let mut rig = rig(Destination::new(&[503, 503], 200, false), 5, 4, 1).await;
+    let history = rig.settle_all(1).await;
+    let attempts: Vec<u32> = history.iter().map(|(a, _)| *a).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert!(matches!(&history[0].1, Outcome::Retry { error, .. } if error == "status 503"));
+    assert!(matches!(history[2].1, Outcome::Delivered { .. }));
+    let seen = rig.dest.seen();
+    assert_eq!(seen.len(), 3);
+    let body = rig.inbox.state.lock().expect("test lock").events[&1].body.clone();
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s.body, body, "exact body bytes");
+        assert_eq!(header(s, "hookwall-attempt"), (i + 1).to_string());
+        assert_eq!(header(s, "idempotency-key"), "acme/stripe-billing/evt_1");
+        assert_eq!(header(s, "hookwall-event-id"), "evt_1");
+        assert_eq!(header(s, "hookwall-source"), "stripe-billing");
+        assert_eq!(header(s, "content-type"), "application/json; charset=utf-8");
+        assert!(header(s, "hookwall-received-at").ends_with('Z'));
+        let verification = header(s, "hookwall-verification");
+        assert!(verification.starts_with("provider=stripe; key_id=k13; skew_s="), "{verification}");
+    }
+    assert_eq!(rig.count(AttemptOutcome::Retry), 2);
+    assert_eq!(rig.count(AttemptOutcome::Delivered), 1);
+    let delivered = rig.metrics.dispatch.delivery_latency_us[0].lock().expect("test lock").len();
+    assert_eq!(delivered, 1);
+    assert!(rig.inbox.state.lock().expect("test lock").schedule.is_empty());
+    rig.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_failing_destination_dead_letters_after_attempts_max() {
+    let mut rig = rig(Destination::new(&[], 500, false), 3, 4, 1).await;
+    let history = rig.settle_all(1).await;
+    assert_eq!(history.len(), 3);
+    assert_eq!(history[2], (3, Outcome::Dead { error: "status 500 (attempt 3 of 3)".to_owned() }));
+    assert_eq!(rig.dest.seen().len(), 3);
+    assert_eq!(rig.count(AttemptOutcome::Dead), 1);
+    assert_eq!(rig.count(AttemptOutcome::Retry), 2);
+    rig.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permanent_answer_dead_letters_after_one_attempt() {
+    let mut rig = rig(Destination::new(&[], 400, false), 5, 4, 1).await;
+    let history = rig.settle_all(1).await;
+    assert_eq!(history, [(1, Outcome::Dead { error: "status 400 (permanent)".to_owned() })]);
+    assert_eq!(rig.dest.seen().len(), 1);
+    rig.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_max_is_respected_and_late_admissions_delivered() {
+    let events = 12;
+    let mut rig = rig(Destination::new(&[], 200, true), 5, 3, events).await;
+    let mut running = rig.dest.running_now.subscribe();
+    let full = tokio::time::timeout(WAIT_MAX, running.wait_for(|n| *n == 3)).await;
+    full.expect("three attempts in flight in time").expect("destination alive");
+    // An admission while the destination is full waits in the ledger, then goes out.
+    rig.inbox.admit(events + 1, b"late");
+    rig.notify.notify_one();
+    rig.dest.gate.as_ref().expect("gated").add_permits(usize::try_from(events).expect("small") + 1);
+    let mut delivered = BTreeSet::new();
+    while delivered.len() < usize::try_from(events).expect("small") + 1 {
+        let (seq, attempts, outcome) = rig.next_settled().await;
+        assert!(matches!(outcome, Outcome::Delivered { .. }) && attempts == 1, "{outcome:?}");
+        assert!(delivered.insert(seq), "seq {seq} settled twice");
+    }
+    assert_eq!(rig.dest.running_max.load(Ordering::SeqCst), 3);
+    assert_eq!(rig.dest.seen().len(), usize::try_from(events).expect("small") + 1);
+    rig.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_refused_is_retried_then_dead() {
+    // Bind and drop a listener: its port refuses connections.
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let (inbox, mut settled) = FakeInbox::new();
+    inbox.admit(1, b"{}");
+    let cfg = config(&format!("http://{port}/"), 2, 1);
+    let handle = spawn(cfg, inbox, Arc::new(Notify::new()), metrics()).expect("starts");
+    let first = recv(&mut settled).await;
+    assert!(matches!(&first.2, Outcome::Retry { error, .. } if error.starts_with("connect: ")));
+    let second = recv(&mut settled).await;
+    assert!(matches!(&second.2, Outcome::Dead { error } if error.ends_with("(attempt 2 of 2)")));
+    handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_wakes_an_idle_loop_before_its_timer() {
+    let mut rig = rig(Destination::new(&[], 200, false), 5, 1, 0).await;
+    let notified = crate::clock::monotonic();
+    rig.inbox.admit(1, b"{}");
+    rig.notify.notify_one();
+    let (seq, _, outcome) = rig.next_settled().await;
+    assert!(seq == 1 && matches!(outcome, Outcome::Delivered { .. }));
+    // The idle timer is 1 s; a woken loop delivers well before it.
+    assert!(notified.elapsed() < Duration::from_millis(800), "{:?}", notified.elapsed());
+    rig.handle.shutdown();
+}
+
+#[test]
+fn https_client_builds_with_ring() {
+    assert!(attempt::client().is_ok());
+}

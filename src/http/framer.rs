@@ -1,0 +1,768 @@
+//! The request framer: a sans-IO state machine that turns received bytes into a [`Frame::Head`]
+//! and then a [`Frame::Request`] per request (RFC 9112 §2–§7), enforcing the head, header-count
+//! and body limits before buffering what they bound.
+//!
+//! Phases of one request: `Head` (httparse over at most `header_bytes_max` bytes) → `Body`
+//! (`Content-Length` copy, or the chunked decoder: size line → data → CRLF → … → trailers) →
+//! back to `Head` for the next pipelined request. Any error is sticky: the connection is answered
+//! and closed.
+
+use super::{FrameError, Head, Limits, Request};
+use crate::answer::Answer;
+use crate::limits::HEADER_COUNT_MAX;
+
+/// Longest chunk-size line (size, extensions and CRLF) in bytes; longer is 400. Extensions are
+/// ignored, so there is no reason to buffer long ones.
+const CHUNK_LINE_BYTES_MAX: usize = 1024;
+
+/// What one [`Framer::advance`] call produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// More bytes are needed; call again with the unconsumed input plus new bytes.
+    Incomplete,
+    /// A request head was parsed (its bytes consumed); the body follows. Route, answer
+    /// 404/405/413 or send `100 Continue` now, then keep calling `advance`.
+    Head(Head),
+    /// The request is complete: the head's fields plus the de-chunked body. The framer is ready
+    /// for the next pipelined request.
+    Request(Request),
+    /// The bytes cannot be framed; answer [`FrameError::answer`] and close the connection.
+    /// Every later call returns the same error.
+    Error(FrameError),
+}
+
+/// Frames HTTP/1.1 requests out of a connection's byte stream, one request at a time.
+///
+/// Bytes in, frames out, no IO: the caller owns the buffer and drops what `advance` consumed.
+#[derive(Debug)]
+pub struct Framer {
+    limits: Limits,
+    state: State,
+}
+
+/// Where the framer is in the current request.
+#[derive(Debug)]
+enum State {
+    /// Waiting for a complete request head.
+    Head,
+    /// Head returned; reading the body.
+    Body(BodyReader),
+    /// Framing failed; the connection must close.
+    Failed(FrameError),
+}
+
+/// The request being completed and the body framing it follows.
+#[derive(Debug)]
+struct BodyReader {
+    request: Request,
+    phase: Phase,
+}
+
+/// Body framing phases (RFC 9112 §6.3 and §7.1).
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// `Content-Length` body (or none): this many bytes still to copy.
+    Length { remaining: usize },
+    /// Expecting `chunk-size [ chunk-ext ] CRLF`.
+    ChunkSize,
+    /// Inside chunk data: this many bytes still to copy.
+    ChunkData { remaining: usize },
+    /// Expecting the CRLF after chunk data.
+    ChunkEnd,
+    /// After the last chunk: trailer lines until an empty line; `bytes` read so far.
+    Trailers { bytes: usize },
+}
+
+/// The result of one body step.
+enum Step {
+    /// Consumed this many bytes (at least one) and moved on.
+    Advanced(usize),
+    /// Needs more input.
+    Blocked,
+    /// The body is complete after consuming this many more bytes.
+    Done(usize),
+    /// The body cannot be framed.
+    Failed(FrameError),
+}
+
+/// A line found at the front of the input.
+enum Line {
+    /// A line of this many bytes, its LF included.
+    Found(usize),
+    /// No LF yet, and the bound is not reached.
+    Partial,
+    /// No LF within the bound.
+    Overlong,
+}
+
+/// A parsed head: what the caller sees, the stored headers, and how to read the body.
+struct ParsedHead {
+    head: Head,
+    headers: Vec<(String, Vec<u8>)>,
+    len: usize,
+}
+
+/// The framing-relevant header fields of one head, gathered as headers are seen.
+#[derive(Default)]
+struct Fields {
+    content_length: Option<u64>,
+    chunked: bool,
+    close: bool,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+impl Framer {
+    /// A framer for a new connection, waiting for the first request head.
+    pub fn new(limits: Limits) -> Framer {
+        Framer { limits, state: State::Head }
+    }
+
+    /// Feeds the unconsumed input; returns (bytes consumed, frame). The caller drops the
+    /// consumed bytes from the front of its buffer and calls again with what is left plus
+    /// new bytes.
+    ///
+    /// Each request yields `Head` then `Request`. `Incomplete` may come with bytes consumed
+    /// (body bytes are copied as they arrive, never re-read). After `Error` nothing is consumed.
+    pub fn advance(&mut self, input: &[u8]) -> (usize, Frame) {
+        let state = std::mem::replace(&mut self.state, State::Head);
+        let (next, consumed, frame) = match state {
+            State::Failed(e) => (State::Failed(e), 0, Frame::Error(e)),
+            State::Head => read_head(input, self.limits),
+            State::Body(mut reader) => match reader.read(input, self.limits) {
+                (n, None) => (State::Body(reader), n, Frame::Incomplete),
+                (n, Some(Ok(()))) => (State::Head, n, Frame::Request(reader.request)),
+                (n, Some(Err(e))) => (State::Failed(e), n, Frame::Error(e)),
+            },
+        };
+        self.state = next;
+        (consumed, frame)
+    }
+}
+
+impl FrameError {
+    /// The answer a framing failure gets: 400 `bad_request`, 431 `headers_too_large` or
+    /// 413 `too_large`.
+    pub fn answer(self) -> Answer {
+        match self {
+            FrameError::BadRequest => Answer::BadRequest,
+            FrameError::HeadersTooLarge => Answer::HeadersTooLarge,
+            FrameError::TooLarge => Answer::TooLarge,
+        }
+    }
+}
+
+/// The head state: parse, then move to the body (or fail).
+fn read_head(input: &[u8], limits: Limits) -> (State, usize, Frame) {
+    match parse_head(input, limits) {
+        Ok(None) => (State::Head, 0, Frame::Incomplete),
+        Ok(Some(ParsedHead { head, headers, len })) => {
+            (body_state(&head, headers, limits), len, Frame::Head(head))
+        }
+        Err(e) => (State::Failed(e), 0, Frame::Error(e)),
+    }
+}
+
+/// Parses the head at the front of `input`, looking at no more than `header_bytes_max` bytes.
+/// `Ok(None)` means incomplete (and still within the limit).
+fn parse_head(input: &[u8], limits: Limits) -> Result<Option<ParsedHead>, FrameError> {
+    let window = &input[..input.len().min(limits.header_bytes_max)];
+    let mut slots = [httparse::EMPTY_HEADER; HEADER_COUNT_MAX];
+    let mut request = httparse::Request::new(&mut slots);
+    match request.parse(window) {
+        Ok(httparse::Status::Complete(len)) => build_head(&request, len).map(Some),
+        Ok(httparse::Status::Partial) if input.len() >= limits.header_bytes_max => {
+            Err(FrameError::HeadersTooLarge)
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => Err(FrameError::HeadersTooLarge),
+        Err(_) => Err(FrameError::BadRequest),
+    }
+}
+
+/// Turns httparse's view of a complete head into a [`ParsedHead`], applying the framing rules
+/// of RFC 9112 §6 (one of `Content-Length` / `Transfer-Encoding: chunked`) and §9.3
+/// (persistence).
+fn build_head(request: &httparse::Request<'_, '_>, len: usize) -> Result<ParsedHead, FrameError> {
+    let (Some(method), Some(target), Some(version)) =
+        (request.method, request.path, request.version)
+    else {
+        return Err(FrameError::BadRequest);
+    };
+    let mut fields = Fields::default();
+    let mut headers = Vec::with_capacity(request.headers.len());
+    for header in request.headers.iter() {
+        fields.add(header.name, header.value)?;
+        headers.push((header.name.to_ascii_lowercase(), header.value.to_vec()));
+    }
+    let http_11 = match version {
+        0 => false,
+        1 => true,
+        _ => return Err(FrameError::BadRequest),
+    };
+    fields.check(http_11)?;
+    let head = Head {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        content_length: fields.content_length,
+        chunked: fields.chunked,
+        expect_continue: http_11 && fields.expect_continue,
+        keep_alive: !fields.close && (http_11 || fields.keep_alive),
+    };
+    Ok(ParsedHead { head, headers, len })
+}
+
+/// The state after a head: read its body, or fail at once with `TooLarge` when the declared
+/// `Content-Length` is over `body_bytes_max` (R24: 413 before any body byte is buffered).
+fn body_state(head: &Head, headers: Vec<(String, Vec<u8>)>, limits: Limits) -> State {
+    let phase = match head.content_length {
+        _ if head.chunked => Phase::ChunkSize,
+        None => Phase::Length { remaining: 0 },
+        Some(declared) => match usize::try_from(declared) {
+            Ok(n) if n <= limits.body_bytes_max => Phase::Length { remaining: n },
+            _ => return State::Failed(FrameError::TooLarge),
+        },
+    };
+    let reserve = match phase {
+        Phase::Length { remaining } => remaining,
+        _ => 0,
+    };
+    let request = Request {
+        method: head.method.clone(),
+        target: head.target.clone(),
+        headers,
+        body: Vec::with_capacity(reserve),
+        keep_alive: head.keep_alive,
+    };
+    State::Body(BodyReader { request, phase })
+}
+
+impl Fields {
+    /// Notes one header line; rejects values that make the framing ambiguous.
+    fn add(&mut self, name: &str, value: &[u8]) -> Result<(), FrameError> {
+        let value = value.trim_ascii();
+        if name.eq_ignore_ascii_case("content-length") {
+            let length = parse_content_length(value)?;
+            if self.content_length.is_some_and(|seen| seen != length) {
+                return Err(FrameError::BadRequest);
+            }
+            self.content_length = Some(length);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            // Only a single `chunked` is supported; `gzip, chunked` or a repeated header is not.
+            if self.chunked || !value.eq_ignore_ascii_case(b"chunked") {
+                return Err(FrameError::BadRequest);
+            }
+            self.chunked = true;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                self.close |= token.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            self.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+        }
+        Ok(())
+    }
+
+    /// Whole-head rules: `Content-Length` with `Transfer-Encoding` is a smuggling attempt
+    /// (RFC 9112 §6.1, rejected rather than guessed), and `Transfer-Encoding` in HTTP/1.0 is
+    /// faulty framing (same section).
+    fn check(&self, http_11: bool) -> Result<(), FrameError> {
+        if self.chunked && (self.content_length.is_some() || !http_11) {
+            return Err(FrameError::BadRequest);
+        }
+        Ok(())
+    }
+}
+
+/// `Content-Length = 1*DIGIT` (RFC 9110 §8.6); a list of identical values counts as one.
+fn parse_content_length(value: &[u8]) -> Result<u64, FrameError> {
+    let mut length = None;
+    for item in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+        let n = parse_decimal(item).ok_or(FrameError::BadRequest)?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(FrameError::BadRequest);
+        }
+        length = Some(n);
+    }
+    length.ok_or(FrameError::BadRequest)
+}
+
+/// `1*DIGIT` as a u64; `None` when empty, not all digits, or overflowing.
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, b| {
+        let digit = char::from(*b).to_digit(10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+impl BodyReader {
+    /// Reads as much of the body as `input` holds. Returns the bytes consumed and `None`
+    /// (more needed), `Some(Ok(()))` (complete) or `Some(Err(_))`.
+    fn read(&mut self, input: &[u8], limits: Limits) -> (usize, Option<Result<(), FrameError>>) {
+        let mut consumed = 0;
+        loop {
+            match self.step(&input[consumed..], limits) {
+                Step::Advanced(n) => consumed += n,
+                Step::Blocked => return (consumed, None),
+                Step::Done(n) => return (consumed + n, Some(Ok(()))),
+                Step::Failed(e) => return (consumed, Some(Err(e))),
+            }
+        }
+    }
+
+    /// One step of the current phase.
+    fn step(&mut self, input: &[u8], limits: Limits) -> Step {
+        match self.phase {
+            Phase::Length { remaining: 0 } => Step::Done(0),
+            Phase::Length { remaining } => match self.copy(input, remaining) {
+                (n, 0) => Step::Done(n),
+                (0, _) => Step::Blocked,
+                (n, remaining) => {
+                    self.phase = Phase::Length { remaining };
+                    Step::Advanced(n)
+                }
+            },
+            Phase::ChunkSize => self.chunk_size(input, limits),
+            Phase::ChunkData { remaining } => match self.copy(input, remaining) {
+                (0, _) => Step::Blocked,
+                (n, 0) => {
+                    self.phase = Phase::ChunkEnd;
+                    Step::Advanced(n)
+                }
+                (n, remaining) => {
+                    self.phase = Phase::ChunkData { remaining };
+                    Step::Advanced(n)
+                }
+            },
+            Phase::ChunkEnd => self.chunk_end(input),
+            Phase::Trailers { bytes } => self.trailer(input, bytes, limits),
+        }
+    }
+
+    /// Copies up to `remaining` body bytes; returns (copied, still remaining).
+    fn copy(&mut self, input: &[u8], remaining: usize) -> (usize, usize) {
+        let n = remaining.min(input.len());
+        self.request.body.extend_from_slice(&input[..n]);
+        (n, remaining - n)
+    }
+
+    /// `chunk-size [ chunk-ext ] CRLF` (RFC 9112 §7.1); extensions are ignored. A chunk that
+    /// would take the body over `body_bytes_max` fails before any of its data is read.
+    fn chunk_size(&mut self, input: &[u8], limits: Limits) -> Step {
+        let len = match find_line(input, CHUNK_LINE_BYTES_MAX) {
+            Line::Found(len) => len,
+            Line::Partial => return Step::Blocked,
+            Line::Overlong => return Step::Failed(FrameError::BadRequest),
+        };
+        let Some(size) = parse_chunk_size(&input[..len]) else {
+            return Step::Failed(FrameError::BadRequest);
+        };
+        let room = limits.body_bytes_max.saturating_sub(self.request.body.len());
+        self.phase = match usize::try_from(size) {
+            Ok(0) => Phase::Trailers { bytes: 0 },
+            Ok(remaining) if remaining <= room => Phase::ChunkData { remaining },
+            _ => return Step::Failed(FrameError::TooLarge),
+        };
+        Step::Advanced(len)
+    }
+
+    /// The CRLF that ends chunk data.
+    fn chunk_end(&mut self, input: &[u8]) -> Step {
+        match input {
+            [b'\r', b'\n', ..] => {
+                self.phase = Phase::ChunkSize;
+                Step::Advanced(2)
+            }
+            [] | [b'\r'] => Step::Blocked,
+            _ => Step::Failed(FrameError::BadRequest),
+        }
+    }
+
+    /// One trailer line (read and discarded, RFC 9112 §7.1.2), or the empty line that ends the
+    /// body. The trailer section is bounded by `header_bytes_max`.
+    fn trailer(&mut self, input: &[u8], bytes: usize, limits: Limits) -> Step {
+        let len = match find_line(input, limits.header_bytes_max.saturating_sub(bytes)) {
+            Line::Found(len) => len,
+            Line::Partial => return Step::Blocked,
+            Line::Overlong => return Step::Failed(FrameError::HeadersTooLarge),
+        };
+        match &input[..len] {
+            b"\r\n" => Step::Done(len),
+            line if is_trailer_line(line) => {
+                self.phase = Phase::Trailers { bytes: bytes + len };
+                Step::Advanced(len)
+            }
+            _ => Step::Failed(FrameError::BadRequest),
+        }
+    }
+}
+
+/// Finds the first line of `input` within `bytes_max` bytes (LF included).
+fn find_line(input: &[u8], bytes_max: usize) -> Line {
+    let window = &input[..input.len().min(bytes_max)];
+    match window.iter().position(|b| *b == b'\n') {
+        Some(lf) => Line::Found(lf + 1),
+        None if input.len() >= bytes_max => Line::Overlong,
+        None => Line::Partial,
+    }
+}
+
+/// `1*HEXDIG [ BWS ";" … ] CRLF` → the size; `None` when malformed or overflowing u64.
+fn parse_chunk_size(line: &[u8]) -> Option<u64> {
+    let content = line.strip_suffix(b"\r\n")?;
+    let digits = content.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || !is_chunk_ext(&content[digits..]) {
+        return None;
+    }
+    content[..digits].iter().try_fold(0u64, |n, b| {
+        let digit = char::from(*b).to_digit(16)?;
+        n.checked_mul(16)?.checked_add(u64::from(digit))
+    })
+}
+
+/// Empty, or optional spaces/tabs then `;` and visible text (the extensions themselves are
+/// ignored, but no control character may hide in them).
+fn is_chunk_ext(rest: &[u8]) -> bool {
+    let start = rest.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    match &rest[start..] {
+        [] => start == 0,
+        [b';', ext @ ..] => {
+            ext.iter().all(|b| *b == b'\t' || (0x20..0x7f).contains(b) || *b >= 0x80)
+        }
+        _ => false,
+    }
+}
+
+/// A trailer field line: `name ":" value CRLF`, no bare CR inside, non-empty name.
+fn is_trailer_line(line: &[u8]) -> bool {
+    let Some(content) = line.strip_suffix(b"\r\n") else {
+        return false;
+    };
+    let colon = content.iter().position(|b| *b == b':');
+    colon.is_some_and(|c| c > 0) && !content.contains(&b'\r')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits { header_bytes_max: 1024, body_bytes_max: 64 };
+
+    /// Renders one frame as a line; `Incomplete` renders as nothing.
+    fn render(frame: &Frame) -> Option<String> {
+        match frame {
+            Frame::Incomplete => None,
+            Frame::Head(h) => Some(format!(
+                "head {} {} cl={:?} chunked={} expect={} keep_alive={}",
+                h.method, h.target, h.content_length, h.chunked, h.expect_continue, h.keep_alive
+            )),
+            Frame::Request(r) => {
+                let headers: Vec<String> = r
+                    .headers
+                    .iter()
+                    .map(|(n, v)| format!("{n}={}", String::from_utf8_lossy(v)))
+                    .collect();
+                Some(format!(
+                    "request {} {} keep_alive={} [{}] body={:?}",
+                    r.method,
+                    r.target,
+                    r.keep_alive,
+                    headers.join(" "),
+                    String::from_utf8_lossy(&r.body)
+                ))
+            }
+            Frame::Error(e) => Some(format!("error {e:?}")),
+        }
+    }
+
+    /// Feeds `input` in the given pieces, the way a connection would, and renders every frame
+    /// plus the bytes never consumed (`left N`). Stops advancing after an error.
+    fn run(limits: Limits, input: &[u8], pieces: &[usize]) -> Vec<String> {
+        let mut framer = Framer::new(limits);
+        let (mut buf, mut out, mut failed, mut at) = (Vec::new(), Vec::new(), false, 0);
+        for piece in pieces {
+            buf.extend_from_slice(&input[at..at + piece]);
+            at += piece;
+            while !failed {
+                let (n, frame) = framer.advance(&buf);
+                assert!(n <= buf.len());
+                buf.drain(..n);
+                failed = matches!(frame, Frame::Error(_));
+                match render(&frame) {
+                    Some(line) => out.push(line),
+                    None => break,
+                }
+            }
+        }
+        out.push(format!("left {}", buf.len()));
+        out
+    }
+
+    /// Random piece sizes of 1..=max bytes covering `len`, from a tiny LCG.
+    fn random_pieces(len: usize, seed: u64, max: u64) -> Vec<usize> {
+        let (mut state, mut pieces, mut total) = (seed, Vec::new(), 0);
+        while total < len {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let piece = usize::try_from((state >> 33) % max + 1).unwrap().min(len - total);
+            pieces.push(piece);
+            total += piece;
+        }
+        pieces
+    }
+
+    /// Frames `input` whole, byte by byte and in random splits; all must render as `expect`.
+    fn check_with(limits: Limits, input: &[u8], expect: &str) {
+        let whole = run(limits, input, &[input.len()]);
+        assert_eq!(whole.join("\n"), expect.trim(), "whole input");
+        assert_eq!(run(limits, input, &vec![1; input.len()]), whole, "byte by byte");
+        for seed in 0..20 {
+            let pieces = random_pieces(input.len(), seed, 1 + seed * 3);
+            assert_eq!(run(limits, input, &pieces), whole, "split seed {seed}");
+        }
+    }
+
+    fn check(input: &str, expect: &str) {
+        check_with(LIMITS, input.as_bytes(), expect);
+    }
+
+    #[test]
+    fn content_length_body() {
+        check(
+            "POST /webhooks/a?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+            r#"
+head POST /webhooks/a?x=1 cl=Some(5) chunked=false expect=false keep_alive=true
+request POST /webhooks/a?x=1 keep_alive=true [host=h content-length=5] body="hello"
+left 0"#,
+        );
+    }
+
+    #[test]
+    fn empty_bodies() {
+        let cases = [
+            ("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "cl=Some(0)"),
+            ("GET / HTTP/1.1\r\n\r\n", "cl=None"),
+        ];
+        for (input, cl) in cases {
+            let method = &input[..input.find(' ').unwrap()];
+            let headers = if cl == "cl=None" { "" } else { "content-length=0" };
+            check(
+                input,
+                &format!(
+                    "head {method} / {cl} chunked=false expect=false keep_alive=true\n\
+                     request {method} / keep_alive=true [{headers}] body=\"\"\nleft 0"
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn pipelined_requests() {
+        let one = "POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi";
+        let two = "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        let three = "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
+        let mut input = String::new();
+        let mut expect = String::new();
+        for _ in 0..10 {
+            input += &format!("{one}{two}{three}");
+            expect += "head POST /a cl=Some(2) chunked=false expect=false keep_alive=true\n\
+                request POST /a keep_alive=true [content-length=2] body=\"hi\"\n\
+                head POST /b cl=None chunked=true expect=false keep_alive=true\n\
+                request POST /b keep_alive=true [transfer-encoding=chunked] body=\"abc\"\n\
+                head GET /c cl=None chunked=false expect=false keep_alive=false\n\
+                request GET /c keep_alive=false [connection=close] body=\"\"\n";
+        }
+        check(&input, &(expect + "left 0"));
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        // `|` marks where framing stops: the bytes after it are left unconsumed.
+        let cases = [
+            (
+                "4;name=value\r\nwebh\r\n5 ; x\r\nooks!\r\n0\r\nX-Trailer: t\r\nY: 2\r\n\r\n|",
+                "body=\"webhooks!\"",
+            ),
+            ("A\r\n0123456789\r\n0\r\n\r\n|NEXT", "body=\"0123456789\""),
+            ("0\r\n\r\n|", "body=\"\""),
+            ("3\r\nabc|X\r\n", "error BadRequest"),
+            ("3\r\nabc|\n0\r\n\r\n", "error BadRequest"),
+            ("|g\r\n", "error BadRequest"),
+            ("|\r\n", "error BadRequest"),
+            ("|3x\r\nabc\r\n0\r\n\r\n", "error BadRequest"),
+            ("|3\nabc\r\n0\r\n\r\n", "error BadRequest"),
+            ("|3;a\0b\r\nabc\r\n0\r\n\r\n", "error BadRequest"),
+            ("|ffffffffffffffffff\r\n", "error BadRequest"),
+            ("0\r\n|nocolon\r\n\r\n", "error BadRequest"),
+            ("|41\r\n", "error TooLarge"),
+            ("20\r\n0123456789abcdef0123456789abcdef\r\n|21\r\n", "error TooLarge"),
+        ];
+        let head = "POST /c HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n";
+        let head_line = "head POST /c cl=None chunked=true expect=false keep_alive=true";
+        let request_line = "request POST /c keep_alive=true [transfer-encoding=Chunked]";
+        for (body, outcome) in cases {
+            let (done, left) = body.split_once('|').unwrap();
+            let outcome = match outcome.starts_with("body=") {
+                true => format!("{request_line} {outcome}"),
+                false => outcome.to_owned(),
+            };
+            let expect = format!("{head_line}\n{outcome}\nleft {}", left.len());
+            check(&format!("{head}{done}{left}"), &expect);
+        }
+    }
+
+    #[test]
+    fn chunk_line_and_trailers_are_bounded() {
+        let head = "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head_line = "head POST /c cl=None chunked=true expect=false keep_alive=true";
+        let long_ext = format!("1;{}\r\n", "e".repeat(CHUNK_LINE_BYTES_MAX));
+        let expect = format!("{head_line}\nerror BadRequest\nleft {}", long_ext.len());
+        check(&format!("{head}{long_ext}"), &expect);
+        let trailer = format!("0\r\nX: {}\r\n\r\n", "t".repeat(LIMITS.header_bytes_max));
+        let expect = format!("{head_line}\nerror HeadersTooLarge\nleft {}", trailer.len() - 3);
+        check(&format!("{head}{trailer}"), &expect);
+    }
+
+    #[test]
+    fn framing_errors() {
+        let cases = [
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            "POST / HTTP/1.1\r\nContent-Length: 3, 4\r\n\r\nabcd",
+            "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length: 3x\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST / HTTP/2.0\r\n\r\n",
+            "POST / HTTP/1.2\r\n\r\n",
+            "\x16\x03\x01\x02\x00\x01\x00\x01",
+            "GARBAGE\r\n\r\n",
+            "POST /a b HTTP/1.1\r\n\r\n",
+            "POST / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "POST / HTTP/1.1\r\nFolded: x\r\n y\r\n\r\n",
+        ];
+        for input in cases {
+            check(input, &format!("error BadRequest\nleft {}", input.len()));
+        }
+    }
+
+    #[test]
+    fn duplicate_equal_content_lengths_are_one() {
+        check(
+            "POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2, 2\r\n\r\nok",
+            r#"
+head POST / cl=Some(2) chunked=false expect=false keep_alive=true
+request POST / keep_alive=true [content-length=2 content-length=2, 2] body="ok"
+left 0"#,
+        );
+    }
+
+    #[test]
+    fn oversized_content_length_consumes_no_body_byte() {
+        let input = "POST / HTTP/1.1\r\nContent-Length: 65\r\n\r\nabc";
+        let head_len = input.len() - 3;
+        check(
+            input,
+            "head POST / cl=Some(65) chunked=false expect=false keep_alive=true\n\
+             error TooLarge\nleft 3",
+        );
+        let mut framer = Framer::new(LIMITS);
+        assert!(matches!(framer.advance(input.as_bytes()), (n, Frame::Head(_)) if n == head_len));
+        let body = &input.as_bytes()[head_len..];
+        assert_eq!(framer.advance(body), (0, Frame::Error(FrameError::TooLarge)));
+        assert_eq!(framer.advance(body), (0, Frame::Error(FrameError::TooLarge)));
+        // Exactly at the limit is fine.
+        let at_limit = format!("POST / HTTP/1.1\r\nContent-Length: 64\r\n\r\n{}", "b".repeat(64));
+        let run = run(LIMITS, at_limit.as_bytes(), &[at_limit.len()]);
+        assert!(run[1].starts_with("request") && run[2] == "left 0", "{run:?}");
+    }
+
+    #[test]
+    fn head_limits() {
+        let max = LIMITS.header_bytes_max;
+        let complete = format!("POST / HTTP/1.1\r\nX: {}\r\n\r\n", "v".repeat(max));
+        check(&complete, &format!("error HeadersTooLarge\nleft {}", complete.len()));
+        let incomplete = format!("POST / HTTP/1.1\r\nX: {}", "v".repeat(max));
+        check(&incomplete, &format!("error HeadersTooLarge\nleft {}", incomplete.len()));
+        let pad = max - "POST / HTTP/1.1\r\nX: \r\n\r\n".len();
+        let exact = format!("POST / HTTP/1.1\r\nX: {}\r\n\r\n", "v".repeat(pad));
+        assert_eq!(exact.len(), max);
+        let run = run(LIMITS, exact.as_bytes(), &[exact.len()]);
+        assert!(run[0].starts_with("head") && run[2] == "left 0", "{run:?}");
+    }
+
+    #[test]
+    fn header_count_limit() {
+        let headers = |n: usize| (0..n).map(|i| format!("h{i}: v\r\n")).collect::<String>();
+        let too_many = format!("POST / HTTP/1.1\r\n{}\r\n", headers(HEADER_COUNT_MAX + 1));
+        check(&too_many, &format!("error HeadersTooLarge\nleft {}", too_many.len()));
+        let at_max = format!("POST / HTTP/1.1\r\n{}\r\n", headers(HEADER_COUNT_MAX));
+        let listed: Vec<String> = (0..HEADER_COUNT_MAX).map(|i| format!("h{i}=v")).collect();
+        check(
+            &at_max,
+            &format!(
+                "head POST / cl=None chunked=false expect=false keep_alive=true\n\
+                 request POST / keep_alive=true [{}] body=\"\"\nleft 0",
+                listed.join(" ")
+            ),
+        );
+    }
+
+    #[test]
+    fn persistence_and_expect() {
+        // (version, headers, keep_alive, expect_continue)
+        let cases = [
+            ("1.1", "", true, false),
+            ("1.1", "Connection: close\r\n", false, false),
+            ("1.1", "Connection: Keep-Alive, CLOSE\r\n", false, false),
+            ("1.1", "Connection: upgrade\r\n", true, false),
+            ("1.0", "", false, false),
+            ("1.0", "Connection: keep-alive\r\n", true, false),
+            ("1.0", "Connection: foo, Keep-Alive\r\n", true, false),
+            ("1.1", "Expect: 100-Continue\r\n", true, true),
+            ("1.1", "Expect: something\r\n", true, false),
+            ("1.0", "Expect: 100-continue\r\n", false, false),
+        ];
+        for (version, headers, keep_alive, expect_continue) in cases {
+            let input = format!("POST /x HTTP/{version}\r\n{headers}\r\n");
+            let mut framer = Framer::new(LIMITS);
+            let (n, frame) = framer.advance(input.as_bytes());
+            assert_eq!(n, input.len());
+            let Frame::Head(head) = frame else { panic!("{input:?}: {frame:?}") };
+            assert_eq!(head.keep_alive, keep_alive, "{input:?}");
+            assert_eq!(head.expect_continue, expect_continue, "{input:?}");
+            let Frame::Request(request) = framer.advance(b"").1 else { panic!("{input:?}") };
+            assert_eq!(request.keep_alive, keep_alive, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn body_bytes_are_consumed_as_they_arrive() {
+        let mut framer = Framer::new(LIMITS);
+        let head = b"POST / HTTP/1.1\r\nContent-Length: 6\r\n\r\n";
+        assert!(matches!(framer.advance(head).1, Frame::Head(_)));
+        assert_eq!(framer.advance(b"abc"), (3, Frame::Incomplete));
+        assert_eq!(framer.advance(b""), (0, Frame::Incomplete));
+        let (n, frame) = framer.advance(b"defGET");
+        assert_eq!(n, 3);
+        let Frame::Request(request) = frame else { panic!("{frame:?}") };
+        assert_eq!(request.body, b"abcdef");
+        assert_eq!(request.header_str("content-length"), Some("6"));
+        assert_eq!(framer.advance(b"GET"), (0, Frame::Incomplete));
+    }
+
+    #[test]
+    fn errors_map_to_answers() {
+        assert_eq!(FrameError::BadRequest.answer(), Answer::BadRequest);
+        assert_eq!(FrameError::HeadersTooLarge.answer(), Answer::HeadersTooLarge);
+        assert_eq!(FrameError::TooLarge.answer(), Answer::TooLarge);
+    }
+}

@@ -1,0 +1,127 @@
+//! The epoll back end: a tokio `current_thread` runtime per core on the core's own
+//! `SO_REUSEPORT` socket, one local task per connection, driving the same sans-IO
+//! [`Conn`] as the io_uring back end. Used where io_uring is unavailable (Docker's default
+//! seccomp profile, `kernel.io_uring_disabled`) or when `server.io = "epoll"`.
+
+use std::io;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::conn::{Conn, CoreCtx, Step};
+use crate::clock;
+use crate::ledger::{Decision, Reply};
+use crate::limits::{CONNECTIONS_PER_CORE_MAX, RECV_BUFFER_BYTES};
+
+/// How often a waiting read wakes to check `read_timeout`, and the accept loop `stop`.
+const TICK: Duration = Duration::from_millis(200);
+
+/// Runs one ingress core on epoll until `stop` is set; connections with an admission in
+/// flight finish it first.
+///
+/// # Errors
+/// Runtime construction or listener registration failures.
+pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let local = tokio::task::LocalSet::new();
+    listener.set_nonblocking(true)?;
+    local.block_on(&runtime, async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let ctx = Rc::new(ctx);
+        let open = Rc::new(std::cell::Cell::new(0usize));
+        while !stop.load(Ordering::Acquire) {
+            let accepted = tokio::time::timeout(TICK, listener.accept()).await;
+            let Ok(accepted) = accepted else { continue };
+            match accepted {
+                Ok((stream, _peer)) if open.get() < CONNECTIONS_PER_CORE_MAX => {
+                    let _ = stream.set_nodelay(true);
+                    let (ctx, open) = (Rc::clone(&ctx), Rc::clone(&open));
+                    open.set(open.get() + 1);
+                    ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::spawn_local(async move {
+                        serve(&ctx, stream).await;
+                        open.set(open.get() - 1);
+                        ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            }
+        }
+        drop(listener);
+        // Let connections with a commit in flight answer it (bounded like the io_uring core).
+        let deadline = clock::monotonic() + Duration::from_secs(5);
+        while open.get() > 0 && clock::monotonic() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    })
+}
+
+/// Serves one connection until it closes.
+async fn serve(ctx: &CoreCtx, mut stream: TcpStream) {
+    let mut conn = Conn::new(ctx, clock::monotonic());
+    let mut buf = vec![0u8; RECV_BUFFER_BYTES];
+    loop {
+        let mut pending: Option<tokio::sync::oneshot::Receiver<Decision>> = None;
+        let step = {
+            let mut make_reply = || -> Reply {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                pending = Some(rx);
+                Box::new(move |decision| {
+                    let _ = tx.send(decision);
+                })
+            };
+            conn.process(ctx, &mut make_reply)
+        };
+        if !flush(&mut stream, &mut conn).await {
+            return;
+        }
+        match step {
+            Step::Close => return,
+            Step::Wait => {
+                let rx = pending.expect("an admission in flight has a reply channel");
+                // A dropped sender means the shard writer stopped: fail closed (R15).
+                let decision = rx.await.unwrap_or(Decision::Unavailable);
+                conn.on_decision(ctx, decision);
+            }
+            Step::NeedRead => {
+                if !read(ctx, &mut stream, &mut conn, &mut buf).await {
+                    let _ = flush(&mut stream, &mut conn).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads once (waking every tick for `read_timeout`). Returns false when the connection
+/// must close (EOF, error, timeout).
+async fn read(ctx: &CoreCtx, stream: &mut TcpStream, conn: &mut Conn, buf: &mut [u8]) -> bool {
+    loop {
+        match tokio::time::timeout(TICK, stream.read(buf)).await {
+            Ok(Ok(0) | Err(_)) => return false,
+            Ok(Ok(n)) => {
+                conn.receive(&buf[..n], clock::monotonic());
+                return conn.input.len() <= ctx.input_bytes_max();
+            }
+            Err(_elapsed) => {
+                if conn.on_tick(ctx, clock::monotonic()) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+async fn flush(stream: &mut TcpStream, conn: &mut Conn) -> bool {
+    if conn.output.is_empty() {
+        return true;
+    }
+    let ok = stream.write_all(&conn.output).await.is_ok();
+    conn.output.clear();
+    ok
+}

@@ -1,0 +1,634 @@
+//! The io_uring back end: one ring per core (`SINGLE_ISSUER | DEFER_TASKRUN`), a multishot
+//! accept on the core's own `SO_REUSEPORT` socket, a multishot receive per connection into a
+//! provided-buffer ring, sends from the connection's output, an eventfd that the shard writers
+//! ring when a commit answers one of this core's connections, and a 200 ms tick for
+//! `read_timeout`. All request logic is in [`super::conn`]; this file only moves bytes.
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use io_uring::types::{BufRingEntry, Fd, Timespec};
+use io_uring::{cqueue, opcode, squeue, IoUring};
+
+use super::conn::{Conn, CoreCtx, Step};
+use crate::clock;
+use crate::ledger::{Decision, Reply};
+use crate::limits::{CONNECTIONS_PER_CORE_MAX, RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES};
+
+/// Submission queue entries per ring.
+const RING_ENTRIES: u32 = 4096;
+/// The provided-buffer group id used for receives.
+const BUFFER_GROUP: u16 = 0;
+/// How often connections are checked for `read_timeout` and the loop for shutdown.
+const TICK_NS: u32 = 200_000_000;
+/// How long a stopping core waits for admissions in flight before it leaves.
+const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+const KIND_ACCEPT: u64 = 1;
+const KIND_RECV: u64 = 2;
+const KIND_SEND: u64 = 3;
+const KIND_WAKE: u64 = 4;
+const KIND_TICK: u64 = 5;
+const KIND_CANCEL: u64 = 6;
+
+/// Packs an operation kind, a connection slot and its generation into `user_data`.
+fn user_data(kind: u64, slot: usize, generation: u32) -> u64 {
+    (kind << 60) | ((slot as u64) << 32) | u64::from(generation)
+}
+
+fn unpack(ud: u64) -> (u64, usize, u32) {
+    let slot = usize::try_from((ud >> 32) & 0x0fff_ffff).expect("28 bits fit in usize");
+    (ud >> 60, slot, (ud & 0xffff_ffff) as u32)
+}
+
+/// Builds a ring with the flags this back end needs.
+fn build_ring() -> io::Result<IoUring> {
+    IoUring::builder().setup_single_issuer().setup_defer_taskrun().build(RING_ENTRIES)
+}
+
+/// Checks that io_uring works here with everything this back end uses: ring setup with
+/// `SINGLE_ISSUER | DEFER_TASKRUN` (6.1+), the opcodes, and a provided-buffer ring (5.19+).
+/// Docker's default seccomp profile and `kernel.io_uring_disabled` make the first step fail
+/// with EPERM.
+///
+/// # Errors
+/// Why io_uring cannot be used, for the start-up log.
+pub fn probe() -> Result<(), String> {
+    let ring =
+        build_ring().map_err(|e| format!("io_uring_setup(SINGLE_ISSUER|DEFER_TASKRUN): {e}"))?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe).map_err(|e| format!("register_probe: {e}"))?;
+    for (name, code) in [
+        ("accept", opcode::AcceptMulti::CODE),
+        ("recv", opcode::RecvMulti::CODE),
+        ("send", opcode::Send::CODE),
+        ("read", opcode::Read::CODE),
+        ("timeout", opcode::Timeout::CODE),
+        ("async_cancel", opcode::AsyncCancel::CODE),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(format!("opcode {name} not supported"));
+        }
+    }
+    let bufs = BufRing::new(&ring, 8, 64).map_err(|e| format!("register_buf_ring: {e}"))?;
+    bufs.unregister(&ring);
+    Ok(())
+}
+
+/// A provided-buffer ring: `count` buffers of `size` bytes the kernel picks from for receives.
+struct BufRing {
+    entries: *mut BufRingEntry,
+    entries_layout: std::alloc::Layout,
+    buffers: Box<[u8]>,
+    count: u16,
+    size: usize,
+    tail: u16,
+}
+
+impl BufRing {
+    fn new(ring: &IoUring, count: u16, size: usize) -> io::Result<BufRing> {
+        assert!(count.is_power_of_two(), "buffer ring size must be a power of two");
+        let bytes = usize::from(count) * std::mem::size_of::<BufRingEntry>();
+        let entries_layout = std::alloc::Layout::from_size_align(bytes, 4096)
+            .expect("page-aligned layout of a small ring is valid");
+        // SAFETY: the layout has a non-zero size.
+        let entries = unsafe { std::alloc::alloc_zeroed(entries_layout) }.cast::<BufRingEntry>();
+        if entries.is_null() {
+            std::alloc::handle_alloc_error(entries_layout);
+        }
+        let buffers = vec![0u8; usize::from(count) * size].into_boxed_slice();
+        let mut bufs = BufRing { entries, entries_layout, buffers, count, size, tail: 0 };
+        // SAFETY: `entries` stays allocated (and `buffers` in place) until `unregister` +
+        // drop, which happen after the ring stops using them.
+        let registered = unsafe {
+            ring.submitter().register_buf_ring_with_flags(entries as u64, count, BUFFER_GROUP, 0)
+        };
+        if let Err(e) = registered {
+            // SAFETY: allocated above with this layout and not registered.
+            unsafe { std::alloc::dealloc(bufs.entries.cast(), bufs.entries_layout) };
+            bufs.entries = std::ptr::null_mut();
+            return Err(e);
+        }
+        for bid in 0..count {
+            bufs.push(bid);
+        }
+        bufs.publish();
+        Ok(bufs)
+    }
+
+    fn push(&mut self, bid: u16) {
+        let index = usize::from(self.tail & (self.count - 1));
+        let addr = self.buffers[usize::from(bid) * self.size..].as_ptr() as u64;
+        // SAFETY: index < count, within the allocation.
+        let entry = unsafe { &mut *self.entries.add(index) };
+        entry.set_addr(addr);
+        entry.set_len(u32::try_from(self.size).expect("buffer size fits in u32"));
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: `entries` is the ring base; the tail field overlays entry 0's reserved
+        // field and is read by the kernel, so it is written with release ordering.
+        unsafe {
+            let tail = BufRingEntry::tail(self.entries).cast::<AtomicU16>();
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    fn data(&self, bid: u16, len: usize) -> &[u8] {
+        let start = usize::from(bid) * self.size;
+        &self.buffers[start..start + len.min(self.size)]
+    }
+
+    fn recycle(&mut self, bid: u16) {
+        self.push(bid);
+        self.publish();
+    }
+
+    fn unregister(self, ring: &IoUring) {
+        if let Err(e) = ring.submitter().unregister_buf_ring(BUFFER_GROUP) {
+            tracing::warn!(error = %e, "unregister_buf_ring failed");
+        }
+        drop(self);
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        if !self.entries.is_null() {
+            // SAFETY: allocated in `new` with this layout; the ring no longer uses it.
+            unsafe { std::alloc::dealloc(self.entries.cast(), self.entries_layout) };
+        }
+    }
+}
+
+/// Lets shard writers wake this core: decisions go into a channel, and the eventfd is
+/// written once per batch of them (`pending` coalesces wake-ups).
+struct Waker {
+    efd: RawFd,
+    pending: AtomicBool,
+    tx: Sender<(u64, Decision)>,
+}
+
+impl Waker {
+    fn wake(&self, token: u64, decision: Decision) {
+        // The receiver lives as long as the core loop; after it stops nobody waits for this.
+        let _ = self.tx.send((token, decision));
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a live u64 to an eventfd we own.
+            let _ = unsafe { libc::write(self.efd, (&raw const one).cast(), 8) };
+        }
+    }
+}
+
+impl Drop for Waker {
+    fn drop(&mut self) {
+        // SAFETY: the eventfd is owned by the waker and closed once.
+        unsafe { libc::close(self.efd) };
+    }
+}
+
+/// One connection's IO state.
+struct Slot {
+    fd: RawFd,
+    generation: u32,
+    conn: Conn,
+    recv_armed: bool,
+    /// Bytes handed to the kernel by the in-flight send (kept alive until its completion).
+    sending: Vec<u8>,
+    sent: usize,
+    send_in_flight: bool,
+    /// Flush, then close.
+    close_after_flush: bool,
+    /// `shutdown(2)` done; waiting for the receive and send to complete before `close(2)`.
+    closing: bool,
+}
+
+struct Core {
+    ring: IoUring,
+    bufs: BufRing,
+    ctx: CoreCtx,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    generation: u32,
+    waker: Arc<Waker>,
+    wake_rx: Receiver<(u64, Decision)>,
+    wake_buf: u64,
+    tick: Timespec,
+    listen_fd: RawFd,
+    accepting: bool,
+    open: usize,
+}
+
+/// Runs one ingress core on io_uring until `stop` is set, then drains admissions in flight
+/// (at most 5 s) and returns.
+///
+/// # Errors
+/// Ring setup failures and unexpected `io_uring_enter` errors.
+pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result<()> {
+    let ring = build_ring()?;
+    let bufs = BufRing::new(&ring, RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES)?;
+    // SAFETY: plain eventfd creation.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (tx, wake_rx) = crossbeam_channel::unbounded();
+    let waker = Arc::new(Waker { efd, pending: AtomicBool::new(false), tx });
+    let mut core = Core {
+        ring,
+        bufs,
+        ctx,
+        slots: Vec::new(),
+        free: Vec::new(),
+        generation: 0,
+        waker,
+        wake_rx,
+        wake_buf: 0,
+        tick: Timespec::new().nsec(TICK_NS),
+        listen_fd: listener.as_raw_fd(),
+        accepting: true,
+        open: 0,
+    };
+    let result = core.run(stop);
+    core.close_all();
+    let Core { ring, bufs, .. } = core;
+    bufs.unregister(&ring);
+    drop(listener);
+    result
+}
+
+impl Core {
+    fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        self.arm_accept();
+        self.arm_wake();
+        self.arm_tick();
+        let mut completions: Vec<(u64, i32, u32)> = Vec::with_capacity(1024);
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            if let Some(since) = stopping_since {
+                let busy =
+                    self.slots.iter().flatten().any(|s| s.conn.admitting() || s.send_in_flight);
+                if !busy || clock::monotonic().duration_since(since) > DRAIN_MAX {
+                    return Ok(());
+                }
+            }
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(e) => return Err(e),
+            }
+            completions.clear();
+            completions
+                .extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            for &(ud, result, flags) in &completions {
+                self.complete(ud, result, flags);
+            }
+            if stopping_since.is_none() && stop.load(Ordering::Acquire) {
+                stopping_since = Some(clock::monotonic());
+                self.stop_accepting();
+            }
+        }
+    }
+
+    fn push(&mut self, entry: &squeue::Entry) {
+        loop {
+            // SAFETY: every buffer an entry points to (receive buffers in the registered
+            // ring, a slot's `sending`, `wake_buf`, `tick`) stays alive and unmoved until its
+            // completion is reaped.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return;
+            }
+            if let Err(e) = self.ring.submit() {
+                tracing::error!(error = %e, "io_uring submit failed while the queue was full");
+            }
+        }
+    }
+
+    fn arm_accept(&mut self) {
+        let entry = opcode::AcceptMulti::new(Fd(self.listen_fd))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(user_data(KIND_ACCEPT, 0, 0));
+        self.push(&entry);
+    }
+
+    fn arm_wake(&mut self) {
+        let entry = opcode::Read::new(Fd(self.waker.efd), (&raw mut self.wake_buf).cast(), 8)
+            .build()
+            .user_data(user_data(KIND_WAKE, 0, 0));
+        self.push(&entry);
+    }
+
+    fn arm_tick(&mut self) {
+        let entry = opcode::Timeout::new(&raw const self.tick)
+            .build()
+            .user_data(user_data(KIND_TICK, 0, 0));
+        self.push(&entry);
+    }
+
+    fn arm_recv(&mut self, slot: usize) {
+        let Some(s) = self.slots[slot].as_mut() else { return };
+        s.recv_armed = true;
+        let ud = user_data(KIND_RECV, slot, s.generation);
+        let entry = opcode::RecvMulti::new(Fd(s.fd), BUFFER_GROUP).build().user_data(ud);
+        self.push(&entry);
+    }
+
+    fn stop_accepting(&mut self) {
+        if self.accepting {
+            self.accepting = false;
+            let entry = opcode::AsyncCancel::new(user_data(KIND_ACCEPT, 0, 0))
+                .build()
+                .user_data(user_data(KIND_CANCEL, 0, 0));
+            self.push(&entry);
+        }
+        let idle: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| !s.conn.admitting()).map(|_| i))
+            .collect();
+        for slot in idle {
+            self.close(slot);
+        }
+    }
+
+    fn complete(&mut self, ud: u64, result: i32, flags: u32) {
+        let (kind, slot, generation) = unpack(ud);
+        match kind {
+            KIND_ACCEPT => self.on_accept(result, flags),
+            KIND_RECV => self.on_recv(slot, generation, result, flags),
+            KIND_SEND => self.on_send(slot, generation, result),
+            KIND_WAKE => self.on_wake(),
+            KIND_TICK => self.on_tick(),
+            _ => {}
+        }
+    }
+
+    fn on_accept(&mut self, result: i32, flags: u32) {
+        if result >= 0 {
+            self.admit_connection(result);
+        } else if result != -libc::ECANCELED {
+            tracing::warn!(error = %io::Error::from_raw_os_error(-result), "accept failed");
+        }
+        if !cqueue::more(flags) && self.accepting {
+            self.arm_accept();
+        }
+    }
+
+    fn admit_connection(&mut self, fd: RawFd) {
+        if self.open >= CONNECTIONS_PER_CORE_MAX || !self.accepting {
+            // SAFETY: closing the fd we were just given.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        set_nodelay(fd);
+        self.generation = self.generation.wrapping_add(1);
+        let slot = Slot {
+            fd,
+            generation: self.generation,
+            conn: Conn::new(&self.ctx, clock::monotonic()),
+            recv_armed: false,
+            sending: Vec::new(),
+            sent: 0,
+            send_in_flight: false,
+            close_after_flush: false,
+            closing: false,
+        };
+        let index = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        };
+        self.open += 1;
+        self.ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.arm_recv(index);
+    }
+
+    fn live(&mut self, slot: usize, generation: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(slot)?.as_mut().filter(|s| s.generation == generation)
+    }
+
+    fn on_recv(&mut self, slot: usize, generation: u32, result: i32, flags: u32) {
+        let bid = cqueue::buffer_select(flags);
+        let more = cqueue::more(flags);
+        let now = clock::monotonic();
+        let input_max = self.ctx.input_bytes_max();
+        let Some(s) = self
+            .slots
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+            .filter(|s| s.generation == generation)
+        else {
+            if let Some(bid) = bid {
+                self.bufs.recycle(bid);
+            }
+            return;
+        };
+        if !more {
+            s.recv_armed = false;
+        }
+        if result > 0 {
+            let len = usize::try_from(result).expect("positive i32 fits in usize");
+            if let Some(bid) = bid {
+                if !s.closing {
+                    s.conn.receive(self.bufs.data(bid, len), now);
+                }
+                self.bufs.recycle(bid);
+            }
+            if s.closing {
+                self.maybe_free(slot);
+                return;
+            }
+            if s.conn.input.len() > input_max {
+                self.close(slot);
+                return;
+            }
+            if !more {
+                self.arm_recv(slot);
+            }
+            self.drive(slot);
+        } else if result == -libc::ENOBUFS && !s.closing {
+            // Every buffer is in use; they are recycled as completions are processed.
+            self.arm_recv(slot);
+        } else if result == 0 && !s.closing {
+            // Peer finished sending: answer what is pending, then close.
+            s.close_after_flush = true;
+            if !s.conn.admitting() {
+                self.drive(slot);
+                self.flush(slot);
+            }
+        } else if s.closing {
+            self.maybe_free(slot);
+        } else {
+            self.close(slot);
+        }
+    }
+
+    fn on_send(&mut self, slot: usize, generation: u32, result: i32) {
+        let Some(s) = self.live(slot, generation) else { return };
+        s.send_in_flight = false;
+        if s.closing {
+            self.maybe_free(slot);
+            return;
+        }
+        if result < 0 {
+            self.close(slot);
+            return;
+        }
+        s.sent += usize::try_from(result).expect("non-negative i32 fits in usize");
+        if s.sent >= s.sending.len() {
+            s.sending.clear();
+            s.sent = 0;
+        }
+        self.flush(slot);
+    }
+
+    fn on_wake(&mut self) {
+        self.waker.pending.store(false, Ordering::Release);
+        while let Ok((token, decision)) = self.wake_rx.try_recv() {
+            let (_, slot, generation) = unpack(token);
+            let ctx = &self.ctx;
+            let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+            if s.generation != generation || s.closing {
+                continue;
+            }
+            s.conn.on_decision(ctx, decision);
+            self.drive(slot);
+        }
+        self.arm_wake();
+    }
+
+    fn on_tick(&mut self) {
+        let now = clock::monotonic();
+        let mut expired = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if let Some(s) = s.as_mut().filter(|s| !s.closing) {
+                if s.conn.on_tick(&self.ctx, now) {
+                    s.close_after_flush = true;
+                    expired.push(i);
+                }
+            }
+        }
+        for slot in expired {
+            self.flush(slot);
+        }
+        if !self.accepting {
+            let idle: Vec<usize> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    s.as_ref().filter(|s| !s.conn.admitting() && !s.closing).map(|_| i)
+                })
+                .collect();
+            for slot in idle {
+                self.close(slot);
+            }
+        }
+        self.arm_tick();
+    }
+
+    /// Runs the connection's state machine, then sends what it produced.
+    fn drive(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
+        let token = user_data(0, slot, s.generation);
+        let waker = &self.waker;
+        let mut make_reply = || -> Reply {
+            let waker = Arc::clone(waker);
+            Box::new(move |decision| waker.wake(token, decision))
+        };
+        match s.conn.process(&self.ctx, &mut make_reply) {
+            Step::NeedRead | Step::Wait => {}
+            Step::Close => s.close_after_flush = true,
+        }
+        self.flush(slot);
+    }
+
+    fn flush(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
+        if s.send_in_flight || s.closing {
+            return;
+        }
+        if s.sending.is_empty() {
+            std::mem::swap(&mut s.sending, &mut s.conn.output);
+            s.sent = 0;
+        }
+        if s.sending.is_empty() {
+            if s.close_after_flush && !s.conn.admitting() {
+                self.close(slot);
+            }
+            return;
+        }
+        let rest = &s.sending[s.sent..];
+        let len = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        let entry = opcode::Send::new(Fd(s.fd), rest.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data(KIND_SEND, slot, s.generation));
+        s.send_in_flight = true;
+        self.push(&entry);
+    }
+
+    /// Starts closing: `shutdown(2)` ends the multishot receive; the fd is closed and the
+    /// slot freed once no operation references it.
+    fn close(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
+        if !s.closing {
+            s.closing = true;
+            // SAFETY: shutting down a socket fd this slot owns.
+            unsafe { libc::shutdown(s.fd, libc::SHUT_RDWR) };
+        }
+        self.maybe_free(slot);
+    }
+
+    fn maybe_free(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
+        if s.recv_armed || s.send_in_flight {
+            return;
+        }
+        // SAFETY: no operation references the fd any more; closed exactly once.
+        unsafe { libc::close(s.fd) };
+        self.slots[slot] = None;
+        self.free.push(slot);
+        self.open -= 1;
+        self.ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// At exit: closes every socket without waiting for the kernel (the ring goes away next).
+    fn close_all(&mut self) {
+        for s in self.slots.iter_mut().filter_map(Option::take) {
+            // SAFETY: closing fds owned by the slots, once.
+            unsafe { libc::close(s.fd) };
+            self.ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Disables Nagle: answers are small and must leave at once.
+pub(crate) fn set_nodelay(fd: RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a socket fd with a valid int option.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&raw const on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! Inspection of an authenticated body: stable event id, event type and fingerprint (R8, R11,
+//! R13, R23). JSON is parsed with simd-json on a scratch copy; the raw bytes stay untouched.
+//!
+//! Where each provider puts its id and type (from the provider's documentation):
+//!
+//! | provider | event id | event type |
+//! |---|---|---|
+//! | `stripe` | body `"id"` (the Event object's id, `evt_…`) | body `"type"` |
+//! | `github` | header `X-GitHub-Delivery` | header `X-GitHub-Event` |
+//! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
+//!
+//! Only top-level members of the JSON object are read. A member named twice at the top level is
+//! ambiguous and refused rather than guessed at (R13).
+//! GitHub hooks configured with content type `application/x-www-form-urlencoded` are refused as
+//! `not_json`: configure the hook as `application/json`.
+
+use simd_json::prelude::*;
+
+use crate::config::SourceConfig;
+use crate::http::Request;
+use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
+use crate::provider::{github, standard, Provider};
+
+/// What inspection learned about an authenticated delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspected {
+    /// The provider's stable event id (R8), at most `EVENT_ID_BYTES_MAX` bytes, no control
+    /// characters.
+    pub event_id: String,
+    /// The event type, when the provider states one.
+    pub event_type: Option<String>,
+    /// SHA-256 of the authenticated raw body (R11).
+    pub fingerprint: [u8; 32],
+}
+
+/// Why an authenticated body is refused (400 `schema_rejected`, kept minimised in `rejected`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaReject {
+    /// Body is not valid JSON (or not a JSON object).
+    #[error("the body is not a JSON object")]
+    NotJson,
+    /// No stable event id where the provider puts it (R13: never guess).
+    #[error("the body or headers carry no event id where the provider puts it")]
+    NoEventId,
+    /// Event id empty, too long or with control characters.
+    #[error("the event id is empty, too long, repeated, not a string or has control characters")]
+    BadEventId,
+    /// Event type missing/too long while `event_types` is set, or not in the allow-list.
+    #[error("the event type is not allowed for this source")]
+    EventTypeNotAllowed,
+}
+
+impl SchemaReject {
+    /// Reason code stored with the rejected record and logged.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SchemaReject::NotJson => "not_json",
+            SchemaReject::NoEventId => "no_event_id",
+            SchemaReject::BadEventId => "bad_event_id",
+            SchemaReject::EventTypeNotAllowed => "event_type_not_allowed",
+        }
+    }
+}
+
+/// Finds the event id and type of an authenticated delivery and fingerprints its raw body.
+///
+/// The body must be a JSON object (parsed on a scratch copy; `req.body` is never modified, R1).
+/// The id and type come from where `source.provider` documents them (table above). An event
+/// type that is empty, longer than `EVENT_TYPE_BYTES_MAX` bytes, not a string, repeated or with
+/// control characters is refused; when `source.event_types` is set, a missing type or one not in the
+/// list is refused too.
+///
+/// # Errors
+/// [`SchemaReject::NotJson`] when the body is not a JSON object, [`SchemaReject::NoEventId`]
+/// when the id is absent, [`SchemaReject::BadEventId`] when it is empty, longer than
+/// `EVENT_ID_BYTES_MAX` bytes, has control characters, is not a string or is given twice,
+/// [`SchemaReject::EventTypeNotAllowed`] as described above.
+pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
+    let mut scratch = req.body.to_vec();
+    let body = BodyFields::read(&mut scratch)?;
+    let event_id = event_id(source.provider, req, body.id)?;
+    let event_type = event_type(source, req, body.kind)?;
+    Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
+}
+
+/// SHA-256 of `body` (the fingerprint bound to an event id, R11), via `ring::digest`.
+#[must_use]
+pub fn fingerprint(body: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, body);
+    let mut out = [0; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// One place an id or type may be found: a body member or a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field<'a> {
+    /// Not there.
+    Absent,
+    /// There once, as text (JSON escapes resolved; header bytes as UTF-8).
+    Text(&'a str),
+    /// There once, but not text (a JSON number, object…, or a header that is not UTF-8).
+    NotText,
+    /// There more than once: ambiguous.
+    Repeated,
+}
+
+impl<'a> Field<'a> {
+    /// Adds one more occurrence.
+    fn and(self, next: Field<'a>) -> Field<'a> {
+        match self {
+            Field::Absent => next,
+            _ => Field::Repeated,
+        }
+    }
+
+    /// The value of header `name`, as a field.
+    fn header(req: &'a Request, name: &'a str) -> Field<'a> {
+        req.headers_all(name).fold(Field::Absent, |field, value| {
+            field.and(std::str::from_utf8(value).map_or(Field::NotText, Field::Text))
+        })
+    }
+}
+
+/// The top-level `"id"` and `"type"` members of a JSON object body.
+struct BodyFields<'a> {
+    id: Field<'a>,
+    kind: Field<'a>,
+}
+
+impl<'a> BodyFields<'a> {
+    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place).
+    fn read(scratch: &'a mut [u8]) -> Result<BodyFields<'a>, SchemaReject> {
+        let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
+        let object = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
+        let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
+        for (key, value) in &object {
+            let text = value.into_string().map_or(Field::NotText, Field::Text);
+            match key {
+                "id" => fields.id = fields.id.and(text),
+                "type" => fields.kind = fields.kind.and(text),
+                _ => {}
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// The event id from where `provider` puts it, checked (R8, R13).
+fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
+    let field = match provider {
+        Provider::Stripe => body_id,
+        Provider::Github => Field::header(req, github::DELIVERY_HEADER),
+        Provider::Standard => Field::header(req, standard::ID_HEADER),
+    };
+    match field {
+        Field::Absent => Err(SchemaReject::NoEventId),
+        Field::NotText | Field::Repeated => Err(SchemaReject::BadEventId),
+        Field::Text(id) if is_clean(id, EVENT_ID_BYTES_MAX) => Ok(id.to_owned()),
+        Field::Text(_) => Err(SchemaReject::BadEventId),
+    }
+}
+
+/// The event type from where the source's provider puts it, checked against the allow-list.
+fn event_type(
+    source: &SourceConfig,
+    req: &Request,
+    body_type: Field<'_>,
+) -> Result<Option<String>, SchemaReject> {
+    let field = match source.provider {
+        Provider::Stripe | Provider::Standard => body_type,
+        Provider::Github => Field::header(req, github::EVENT_HEADER),
+    };
+    let kind = match field {
+        Field::Absent => None,
+        Field::Text(kind) if is_clean(kind, EVENT_TYPE_BYTES_MAX) => Some(kind),
+        Field::Text(_) | Field::NotText | Field::Repeated => {
+            return Err(SchemaReject::EventTypeNotAllowed)
+        }
+    };
+    match (&source.event_types, kind) {
+        (None, kind) => Ok(kind.map(str::to_owned)),
+        (Some(allowed), Some(kind)) if allowed.iter().any(|a| a == kind) => {
+            Ok(Some(kind.to_owned()))
+        }
+        (Some(_), _) => Err(SchemaReject::EventTypeNotAllowed),
+    }
+}
+
+/// Whether `text` is non-empty, at most `bytes_max` bytes and free of control characters.
+fn is_clean(text: &str, bytes_max: usize) -> bool {
+    !text.is_empty() && text.len() <= bytes_max && !text.chars().any(char::is_control)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{fingerprint, inspect, SchemaReject};
+    use crate::config::SourceConfig;
+    use crate::http::Request;
+    use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
+    use crate::provider::Provider;
+
+    fn source(provider: Provider, event_types: Option<&[&str]>) -> SourceConfig {
+        SourceConfig {
+            id: "src".to_owned(),
+            tenant: "acme".to_owned(),
+            provider,
+            tolerance: Duration::from_secs(300),
+            future_skew: Duration::from_secs(60),
+            event_types: event_types.map(|types| types.iter().map(|t| (*t).to_owned()).collect()),
+            secrets: Vec::new(),
+            destination: 0,
+            ack_deadline: Duration::from_secs(10),
+        }
+    }
+
+    fn request(headers: &[(&str, &[u8])], body: &[u8]) -> Request {
+        Request {
+            method: "POST".to_owned(),
+            target: "/webhooks/src".to_owned(),
+            headers: headers.iter().map(|(n, v)| ((*n).to_owned(), v.to_vec())).collect(),
+            body: body.to_vec(),
+            keep_alive: true,
+        }
+    }
+
+    /// A case with headers: allow-list, headers, body, expected outcome.
+    type HeaderCase<'a> = (Option<&'a [&'a str]>, &'a [(&'a str, &'a [u8])], &'a [u8], Expect<'a>);
+
+    /// Expected outcome: `(event id, event type)` or the reject.
+    type Expect<'a> = Result<(&'a str, Option<&'a str>), SchemaReject>;
+
+    /// Inspects one delivery and compares with `expect`; also checks that the raw body is
+    /// unchanged and that the fingerprint is the body's SHA-256.
+    fn check(
+        provider: Provider,
+        event_types: Option<&[&str]>,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        expect: Expect<'_>,
+    ) {
+        let req = request(headers, body);
+        let got = inspect(&source(provider, event_types), &req);
+        assert_eq!(req.body, body, "raw body untouched for {:?}", String::from_utf8_lossy(body));
+        let got = got.map(|i| {
+            assert_eq!(i.fingerprint, fingerprint(body));
+            (i.event_id, i.event_type)
+        });
+        let expect = expect.map(|(id, kind)| (id.to_owned(), kind.map(str::to_owned)));
+        assert_eq!(got, expect, "{provider:?} {:?}", String::from_utf8_lossy(body));
+    }
+
+    #[test]
+    fn stripe() {
+        let long_id = format!(r#"{{"id":"{}"}}"#, "e".repeat(EVENT_ID_BYTES_MAX));
+        let too_long_id = format!(r#"{{"id":"{}"}}"#, "e".repeat(EVENT_ID_BYTES_MAX + 1));
+        let long_type =
+            format!(r#"{{"id":"evt_1","type":"{}"}}"#, "t".repeat(EVENT_TYPE_BYTES_MAX + 1));
+        let cases: &[(&[u8], Expect<'_>)] = &[
+            (br#"{"id":"evt_1","type":"invoice.paid"}"#, Ok(("evt_1", Some("invoice.paid")))),
+            (br#"{"id":"evt_1"}"#, Ok(("evt_1", None))),
+            (
+                br#" {"object":"event","id":"evt_\u0041","data":{"id":"in_1"}} "#,
+                Ok(("evt_A", None)),
+            ),
+            (long_id.as_bytes(), Ok((&long_id[7..7 + EVENT_ID_BYTES_MAX], None))),
+            (b"not json", Err(SchemaReject::NotJson)),
+            (b"", Err(SchemaReject::NotJson)),
+            (br#"[{"id":"evt_1"}]"#, Err(SchemaReject::NotJson)),
+            (br#""evt_1""#, Err(SchemaReject::NotJson)),
+            (br#"{"id":"evt_1"} {}"#, Err(SchemaReject::NotJson)),
+            (b"{\"id\":\"evt_\xff\"}", Err(SchemaReject::NotJson)),
+            (br#"{"type":"invoice.paid"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"data":{"id":"evt_1"}}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"id":""}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"id":"evt_\u0001"}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"id":"evt\n1"}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"id":12}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"id":"evt_1","id":"evt_2"}"#, Err(SchemaReject::BadEventId)),
+            (too_long_id.as_bytes(), Err(SchemaReject::BadEventId)),
+            (long_type.as_bytes(), Err(SchemaReject::EventTypeNotAllowed)),
+            (br#"{"id":"evt_1","type":7}"#, Err(SchemaReject::EventTypeNotAllowed)),
+            (br#"{"id":"evt_1","type":"a","type":"b"}"#, Err(SchemaReject::EventTypeNotAllowed)),
+        ];
+        for (body, expect) in cases {
+            check(Provider::Stripe, None, &[], body, *expect);
+        }
+    }
+
+    #[test]
+    fn stripe_allow_list() {
+        let allowed: Option<&[&str]> = Some(&["invoice.paid", "charge.succeeded"]);
+        let cases: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"id":"evt_1","type":"charge.succeeded"}"#,
+                Ok(("evt_1", Some("charge.succeeded"))),
+            ),
+            (br#"{"id":"evt_1","type":"charge.refunded"}"#, Err(SchemaReject::EventTypeNotAllowed)),
+            (br#"{"id":"evt_1","type":"invoice.paid "}"#, Err(SchemaReject::EventTypeNotAllowed)),
+            (br#"{"id":"evt_1"}"#, Err(SchemaReject::EventTypeNotAllowed)),
+            (br#"{"type":"invoice.paid"}"#, Err(SchemaReject::NoEventId)),
+        ];
+        for (body, expect) in cases {
+            check(Provider::Stripe, allowed, &[], body, *expect);
+        }
+    }
+
+    #[test]
+    fn github() {
+        let id: (&str, &[u8]) = ("x-github-delivery", b"72d3162e-cc78-11e3-81ab-4c9367dc0958");
+        let push: (&str, &[u8]) = ("x-github-event", b"push");
+        let body: &[u8] = br#"{"zen":"Keep it logically awesome.","id":"not-this"}"#;
+        let long = "d".repeat(EVENT_ID_BYTES_MAX + 1);
+        let ok = Ok(("72d3162e-cc78-11e3-81ab-4c9367dc0958", Some("push")));
+        let push_only: Option<&[&str]> = Some(&["push"]);
+        let cases: &[HeaderCase<'_>] = &[
+            (None, &[id, push], body, ok),
+            (push_only, &[id, push], body, ok),
+            (None, &[id], body, Ok(("72d3162e-cc78-11e3-81ab-4c9367dc0958", None))),
+            (
+                push_only,
+                &[id, ("x-github-event", b"issues")],
+                body,
+                Err(SchemaReject::EventTypeNotAllowed),
+            ),
+            (push_only, &[id], body, Err(SchemaReject::EventTypeNotAllowed)),
+            (None, &[push], body, Err(SchemaReject::NoEventId)),
+            (None, &[("x-github-delivery", b""), push], body, Err(SchemaReject::BadEventId)),
+            (None, &[("x-github-delivery", b"ab\x01c"), push], body, Err(SchemaReject::BadEventId)),
+            (None, &[("x-github-delivery", b"ab\xffc"), push], body, Err(SchemaReject::BadEventId)),
+            (
+                None,
+                &[("x-github-delivery", long.as_bytes()), push],
+                body,
+                Err(SchemaReject::BadEventId),
+            ),
+            (None, &[id, id, push], body, Err(SchemaReject::BadEventId)),
+            (None, &[id, push], b"payload=%7B%7D", Err(SchemaReject::NotJson)),
+        ];
+        for (types, headers, body, expect) in cases {
+            check(Provider::Github, *types, headers, body, *expect);
+        }
+    }
+
+    #[test]
+    fn standard() {
+        let id: (&str, &[u8]) = ("webhook-id", b"msg_p5jXN8AQM9LWM0D4loKWxJek");
+        let typed: &[u8] = br#"{"type":"user.created","data":{"id":"u_1"}}"#;
+        let untyped: &[u8] = br#"{"test": 2432232314}"#;
+        let user_created: Option<&[&str]> = Some(&["user.created"]);
+        let cases: &[HeaderCase<'_>] = &[
+            (None, &[id], typed, Ok(("msg_p5jXN8AQM9LWM0D4loKWxJek", Some("user.created")))),
+            (None, &[id], untyped, Ok(("msg_p5jXN8AQM9LWM0D4loKWxJek", None))),
+            (
+                user_created,
+                &[id],
+                typed,
+                Ok(("msg_p5jXN8AQM9LWM0D4loKWxJek", Some("user.created"))),
+            ),
+            (user_created, &[id], untyped, Err(SchemaReject::EventTypeNotAllowed)),
+            (None, &[], typed, Err(SchemaReject::NoEventId)),
+            (None, &[("webhook-id", b"msg\x7f1")], typed, Err(SchemaReject::BadEventId)),
+            (None, &[id], b"[]", Err(SchemaReject::NotJson)),
+        ];
+        for (types, headers, body, expect) in cases {
+            check(Provider::Standard, *types, headers, body, *expect);
+        }
+    }
+
+    /// simd-json unescapes strings in place; only the scratch copy may change (R1).
+    #[test]
+    fn raw_body_unchanged() {
+        let body: &[u8] = br#"{"id":"evt_\u00e9\n","type":"a\"b","data":{"s":"\ud83d\ude00"}}"#;
+        let req = request(&[], body);
+        let copy = req.body.clone();
+        let got = inspect(&source(Provider::Stripe, None), &req);
+        assert_eq!(got, Err(SchemaReject::BadEventId));
+        assert_eq!(req.body, copy);
+        let body: &[u8] = br#"{"id":"evt_\u00e9","type":"a\"b"}"#;
+        let req = request(&[], body);
+        let got =
+            inspect(&source(Provider::Stripe, None), &req).map(|i| (i.event_id, i.event_type));
+        assert_eq!(got, Ok(("evt_\u{e9}".to_owned(), Some("a\"b".to_owned()))));
+        assert_eq!(req.body, body);
+    }
+
+    #[test]
+    fn fingerprint_is_sha256() {
+        assert_eq!(
+            hex::encode(fingerprint(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hex::encode(fingerprint(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn reasons() {
+        assert_eq!(SchemaReject::NotJson.reason(), "not_json");
+        assert_eq!(SchemaReject::EventTypeNotAllowed.reason(), "event_type_not_allowed");
+    }
+}

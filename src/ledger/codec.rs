@@ -1,0 +1,605 @@
+//! The ledger's on-disk encoding: compact, hand-written, versioned records and sortable keys.
+//!
+//! Values start with a version byte ([`VERSION`]); integers inside values are little-endian,
+//! strings and byte strings carry a `u32` length prefix, options a `0`/`1` tag. Keys that must
+//! sort (inbox seq, schedule `due_ms ‖ seq`, list keys) are big-endian. Decoding never panics:
+//! garbage, a short record, an unknown version or trailing bytes is a [`DecodeError`]; what to do
+//! with one (a broken invariant in the writer) is the caller's decision.
+
+/// Version byte written first in every record value.
+pub const VERSION: u8 = 1;
+
+/// Why a stored record could not be decoded. A broken invariant when it is a claim.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The record ends before a field does.
+    #[error("record ends early while reading {0}")]
+    Short(&'static str),
+    /// The first byte is not a version this build writes.
+    #[error("unknown record version {0}")]
+    Version(u8),
+    /// A tag or enum byte has no meaning.
+    #[error("invalid {field} tag {tag}")]
+    Tag {
+        /// Which field.
+        field: &'static str,
+        /// The byte found.
+        tag: u8,
+    },
+    /// A string field is not UTF-8.
+    #[error("{0} is not UTF-8")]
+    Utf8(&'static str),
+    /// Bytes left after the last field.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+    /// A key has the wrong length for its column family.
+    #[error("key of {0} bytes has the wrong length")]
+    KeyLength(usize),
+}
+
+/// Where an event is in its life (SPEC §5). Stored in its claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventState {
+    /// Admitted, no attempt settled yet.
+    Received,
+    /// At least one attempt failed; a retry is scheduled.
+    Failed,
+    /// A 2xx was received (settled).
+    Delivered,
+    /// Dead-lettered: will not be retried by itself (settled, R19).
+    Dead,
+    /// Dropped by an operator (settled, R20).
+    Dropped,
+}
+
+impl EventState {
+    /// The state's name in the admin API and logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            EventState::Received => "received",
+            EventState::Failed => "failed",
+            EventState::Delivered => "delivered",
+            EventState::Dead => "dead",
+            EventState::Dropped => "dropped",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            EventState::Received => 0,
+            EventState::Failed => 1,
+            EventState::Delivered => 2,
+            EventState::Dead => 3,
+            EventState::Dropped => 4,
+        }
+    }
+
+    fn from_tag(tag: u8) -> Result<EventState, DecodeError> {
+        Ok(match tag {
+            0 => EventState::Received,
+            1 => EventState::Failed,
+            2 => EventState::Delivered,
+            3 => EventState::Dead,
+            4 => EventState::Dropped,
+            _ => return Err(DecodeError::Tag { field: "state", tag }),
+        })
+    }
+}
+
+/// The ledger's decision for one idempotency key (`claims/s` value): the first binding of the
+/// key to a fingerprint (R11) plus the event's delivery progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// Life state.
+    pub state: EventState,
+    /// Attempts made.
+    pub attempts: u32,
+    /// SHA-256 of the first admitted body; never changed (R11).
+    pub fingerprint: [u8; 32],
+    /// Inbox sequence number in the shard.
+    pub seq: u64,
+    /// Source index.
+    pub source: u32,
+    /// Key id that verified the first copy (R3).
+    pub secret_id: String,
+    /// Admission time, Unix ms.
+    pub received_at_ms: u64,
+    /// When delivered, Unix ms.
+    pub delivered_at_ms: Option<u64>,
+    /// When the next attempt is due, Unix ms (unsettled events only).
+    pub next_attempt_ms: Option<u64>,
+    /// Last attempt error, at most `ATTEMPT_ERROR_BYTES_MAX` bytes.
+    pub last_error: Option<String>,
+}
+
+/// An admitted event as stored in `inbox/s` under its seq: what dispatch needs to forward it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxRecord {
+    /// Idempotency key (first, so [`decode_inbox_head`] reads it without the body).
+    pub key: String,
+    /// Source index.
+    pub source: u32,
+    /// Admission time, Unix ms.
+    pub received_at_ms: u64,
+    /// Key id that verified it.
+    pub secret_id: String,
+    /// Signed timestamp, Unix s.
+    pub signed_at: Option<i64>,
+    /// Event type.
+    pub event_type: Option<String>,
+    /// Original `Content-Type`.
+    pub content_type: Option<Vec<u8>>,
+    /// Exact original body.
+    pub body: Vec<u8>,
+}
+
+/// A conflicting copy (`quarantine` value): same key, other fingerprint. No body (R11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineRecord {
+    /// Idempotency key.
+    pub key: String,
+    /// Source index.
+    pub source: u32,
+    /// Fingerprint of the first binding.
+    pub first_fingerprint: [u8; 32],
+    /// Fingerprint of the refused copy.
+    pub new_fingerprint: [u8; 32],
+    /// When the refused copy arrived, Unix ms.
+    pub received_at_ms: u64,
+}
+
+/// A minimised refused body (`rejected` value, R23): no body bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectRecord {
+    /// Source index.
+    pub source: u32,
+    /// Unix ms.
+    pub received_at_ms: u64,
+    /// Reason code.
+    pub reason: String,
+    /// Event id, when one was found.
+    pub event_id: Option<String>,
+    /// Body length in bytes.
+    pub body_bytes: u64,
+    /// SHA-256 of the body.
+    pub fingerprint: [u8; 32],
+}
+
+/// Appends fields to a value buffer.
+struct Enc(Vec<u8>);
+
+impl Enc {
+    fn new(capacity: usize) -> Enc {
+        let mut v = Vec::with_capacity(capacity + 1);
+        v.push(VERSION);
+        Enc(v)
+    }
+    fn u8(&mut self, x: u8) {
+        self.0.push(x);
+    }
+    fn u32(&mut self, x: u32) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        let len = u32::try_from(b.len()).expect("ledger fields are bounded far below 4 GiB");
+        self.u32(len);
+        self.0.extend_from_slice(b);
+    }
+    fn fixed(&mut self, b: &[u8; 32]) {
+        self.0.extend_from_slice(b);
+    }
+    fn opt_u64(&mut self, x: Option<u64>) {
+        match x {
+            None => self.u8(0),
+            Some(x) => {
+                self.u8(1);
+                self.u64(x);
+            }
+        }
+    }
+    fn opt_bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.u8(0),
+            Some(b) => {
+                self.u8(1);
+                self.bytes(b);
+            }
+        }
+    }
+}
+
+/// Reads fields from a value; every read checks the remaining length.
+struct Dec<'a>(&'a [u8]);
+
+impl<'a> Dec<'a> {
+    fn new(v: &'a [u8]) -> Result<Dec<'a>, DecodeError> {
+        match v.split_first() {
+            None => Err(DecodeError::Short("version")),
+            Some((&VERSION, rest)) => Ok(Dec(rest)),
+            Some((&other, _)) => Err(DecodeError::Version(other)),
+        }
+    }
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Short(field));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self, field: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.take(1, field)?[0])
+    }
+    fn u32(&mut self, field: &'static str) -> Result<u32, DecodeError> {
+        let b = self.take(4, field)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("take returned 4 bytes")))
+    }
+    fn u64(&mut self, field: &'static str) -> Result<u64, DecodeError> {
+        let b = self.take(8, field)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("take returned 8 bytes")))
+    }
+    fn fixed(&mut self, field: &'static str) -> Result<[u8; 32], DecodeError> {
+        Ok(self.take(32, field)?.try_into().expect("take returned 32 bytes"))
+    }
+    fn bytes(&mut self, field: &'static str) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32(field)? as usize;
+        self.take(len, field)
+    }
+    fn string(&mut self, field: &'static str) -> Result<String, DecodeError> {
+        let b = self.bytes(field)?;
+        String::from_utf8(b.to_vec()).map_err(|_| DecodeError::Utf8(field))
+    }
+    fn present(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            tag => Err(DecodeError::Tag { field, tag }),
+        }
+    }
+    fn opt_u64(&mut self, field: &'static str) -> Result<Option<u64>, DecodeError> {
+        if self.present(field)? {
+            self.u64(field).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+    fn opt_string(&mut self, field: &'static str) -> Result<Option<String>, DecodeError> {
+        if self.present(field)? {
+            self.string(field).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+    fn opt_bytes(&mut self, field: &'static str) -> Result<Option<Vec<u8>>, DecodeError> {
+        if self.present(field)? {
+            self.bytes(field).map(|b| Some(b.to_vec()))
+        } else {
+            Ok(None)
+        }
+    }
+    fn end(self) -> Result<(), DecodeError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Trailing(self.0.len()))
+        }
+    }
+}
+
+/// Encodes a claim (`claims/s` value).
+pub fn encode_claim(c: &Claim) -> Vec<u8> {
+    let mut e = Enc::new(96 + c.secret_id.len());
+    e.u8(c.state.tag());
+    e.u32(c.attempts);
+    e.fixed(&c.fingerprint);
+    e.u64(c.seq);
+    e.u32(c.source);
+    e.bytes(c.secret_id.as_bytes());
+    e.u64(c.received_at_ms);
+    e.opt_u64(c.delivered_at_ms);
+    e.opt_u64(c.next_attempt_ms);
+    e.opt_bytes(c.last_error.as_deref().map(str::as_bytes));
+    e.0
+}
+
+/// Decodes a claim.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_claim(v: &[u8]) -> Result<Claim, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let claim = Claim {
+        state: EventState::from_tag(d.u8("state")?)?,
+        attempts: d.u32("attempts")?,
+        fingerprint: d.fixed("fingerprint")?,
+        seq: d.u64("seq")?,
+        source: d.u32("source")?,
+        secret_id: d.string("secret_id")?,
+        received_at_ms: d.u64("received_at_ms")?,
+        delivered_at_ms: d.opt_u64("delivered_at_ms")?,
+        next_attempt_ms: d.opt_u64("next_attempt_ms")?,
+        last_error: d.opt_string("last_error")?,
+    };
+    d.end()?;
+    Ok(claim)
+}
+
+/// Encodes an inbox record (`inbox/s` value).
+pub fn encode_inbox(r: &InboxRecord) -> Vec<u8> {
+    let mut e = Enc::new(64 + r.key.len() + r.secret_id.len() + r.body.len());
+    e.bytes(r.key.as_bytes());
+    e.u32(r.source);
+    e.u64(r.received_at_ms);
+    e.bytes(r.secret_id.as_bytes());
+    e.opt_u64(r.signed_at.map(|s| s.cast_unsigned()));
+    e.opt_bytes(r.event_type.as_deref().map(str::as_bytes));
+    e.opt_bytes(r.content_type.as_deref());
+    e.bytes(&r.body);
+    e.0
+}
+
+/// Decodes only the key and source of an inbox record (the settle path never copies bodies).
+///
+/// # Errors
+/// [`DecodeError`] when the head is not a valid record start.
+pub fn decode_inbox_head(v: &[u8]) -> Result<(String, u32), DecodeError> {
+    let mut d = Dec::new(v)?;
+    Ok((d.string("key")?, d.u32("source")?))
+}
+
+/// Decodes a whole inbox record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_inbox(v: &[u8]) -> Result<InboxRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let r = InboxRecord {
+        key: d.string("key")?,
+        source: d.u32("source")?,
+        received_at_ms: d.u64("received_at_ms")?,
+        secret_id: d.string("secret_id")?,
+        signed_at: d.opt_u64("signed_at")?.map(u64::cast_signed),
+        event_type: d.opt_string("event_type")?,
+        content_type: d.opt_bytes("content_type")?,
+        body: d.bytes("body")?.to_vec(),
+    };
+    d.end()?;
+    Ok(r)
+}
+
+/// Encodes a quarantine record.
+pub fn encode_quarantine(q: &QuarantineRecord) -> Vec<u8> {
+    let mut e = Enc::new(88 + q.key.len());
+    e.bytes(q.key.as_bytes());
+    e.u32(q.source);
+    e.fixed(&q.first_fingerprint);
+    e.fixed(&q.new_fingerprint);
+    e.u64(q.received_at_ms);
+    e.0
+}
+
+/// Decodes a quarantine record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_quarantine(v: &[u8]) -> Result<QuarantineRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let q = QuarantineRecord {
+        key: d.string("key")?,
+        source: d.u32("source")?,
+        first_fingerprint: d.fixed("first_fingerprint")?,
+        new_fingerprint: d.fixed("new_fingerprint")?,
+        received_at_ms: d.u64("received_at_ms")?,
+    };
+    d.end()?;
+    Ok(q)
+}
+
+/// Encodes a rejected record.
+pub fn encode_reject(r: &RejectRecord) -> Vec<u8> {
+    let mut e = Enc::new(64 + r.reason.len() + r.event_id.as_ref().map_or(0, String::len));
+    e.u32(r.source);
+    e.u64(r.received_at_ms);
+    e.bytes(r.reason.as_bytes());
+    e.opt_bytes(r.event_id.as_deref().map(str::as_bytes));
+    e.u64(r.body_bytes);
+    e.fixed(&r.fingerprint);
+    e.0
+}
+
+/// Decodes a rejected record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_reject(v: &[u8]) -> Result<RejectRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let r = RejectRecord {
+        source: d.u32("source")?,
+        received_at_ms: d.u64("received_at_ms")?,
+        reason: d.string("reason")?,
+        event_id: d.opt_string("event_id")?,
+        body_bytes: d.u64("body_bytes")?,
+        fingerprint: d.fixed("fingerprint")?,
+    };
+    d.end()?;
+    Ok(r)
+}
+
+/// `inbox/s` key: the seq, 8 bytes big-endian (sorts in admission order).
+pub fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// `schedule/s` key: `due_ms` BE ‖ `seq` BE (sorts by due time, then admission order).
+pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
+    let mut k = [0; 16];
+    k[..8].copy_from_slice(&due_ms.to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Splits a `schedule/s` key into `(due_ms, seq)`.
+///
+/// # Errors
+/// [`DecodeError::KeyLength`] when it is not 16 bytes.
+pub fn parse_schedule_key(k: &[u8]) -> Result<(u64, u64), DecodeError> {
+    let k: &[u8; 16] = k.try_into().map_err(|_| DecodeError::KeyLength(k.len()))?;
+    let due = u64::from_be_bytes(k[..8].try_into().expect("8 of 16 bytes"));
+    let seq = u64::from_be_bytes(k[8..].try_into().expect("8 of 16 bytes"));
+    Ok((due, seq))
+}
+
+/// A meta counter value: `u64` big-endian.
+///
+/// # Errors
+/// [`DecodeError::KeyLength`] when it is not 8 bytes.
+pub fn parse_u64(v: &[u8]) -> Result<u64, DecodeError> {
+    let b: [u8; 8] = v.try_into().map_err(|_| DecodeError::KeyLength(v.len()))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// FNV-1a, 64 bit, of `bytes`: the key → shard map (stable forever; see `Ledger::shard_of`).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
+/// Lower-case hex of a fingerprint, for views.
+pub fn hex32(b: &[u8; 32]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(64);
+    for &x in b {
+        s.push(char::from(DIGITS[usize::from(x >> 4)]));
+        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    s
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary (attempt errors, R28).
+pub fn truncate_utf8(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> Claim {
+        Claim {
+            state: EventState::Failed,
+            attempts: 3,
+            fingerprint: [7; 32],
+            seq: 42,
+            source: 2,
+            secret_id: "k2".into(),
+            received_at_ms: 1_700_000_000_000,
+            delivered_at_ms: None,
+            next_attempt_ms: Some(1_700_000_001_000),
+            last_error: Some("503 from destination".into()),
+        }
+    }
+
+    fn inbox() -> InboxRecord {
+        InboxRecord {
+            key: "t/s/evt_1".into(),
+            source: 1,
+            received_at_ms: 5,
+            secret_id: "k1".into(),
+            signed_at: Some(-3),
+            event_type: Some("invoice.paid".into()),
+            content_type: Some(b"application/json".to_vec()),
+            body: b"{\"id\":\"evt_1\"}".to_vec(),
+        }
+    }
+
+    /// Encodes, decodes, compares, then checks that every strict prefix and one trailing byte
+    /// fail to decode.
+    fn check<T: PartialEq + std::fmt::Debug>(
+        value: &T,
+        enc: fn(&T) -> Vec<u8>,
+        dec: fn(&[u8]) -> Result<T, DecodeError>,
+    ) {
+        let bytes = enc(value);
+        assert_eq!(dec(&bytes).as_ref(), Ok(value));
+        for n in 0..bytes.len() {
+            assert!(dec(&bytes[..n]).is_err(), "prefix of {n} bytes decoded");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert_eq!(dec(&long), Err(DecodeError::Trailing(1)));
+        let mut versioned = bytes;
+        versioned[0] = 9;
+        assert_eq!(dec(&versioned), Err(DecodeError::Version(9)));
+    }
+
+    #[test]
+    fn records_roundtrip_and_reject_garbage() {
+        check(&claim(), encode_claim, decode_claim);
+        let plain = Claim { last_error: None, next_attempt_ms: None, ..claim() };
+        check(&plain, encode_claim, decode_claim);
+        check(&inbox(), encode_inbox, decode_inbox);
+        let bare = InboxRecord { signed_at: None, event_type: None, content_type: None, ..inbox() };
+        check(&bare, encode_inbox, decode_inbox);
+        let q = QuarantineRecord {
+            key: "t/s/e".into(),
+            source: 0,
+            first_fingerprint: [1; 32],
+            new_fingerprint: [2; 32],
+            received_at_ms: 9,
+        };
+        check(&q, encode_quarantine, decode_quarantine);
+        let r = RejectRecord {
+            source: 4,
+            received_at_ms: 10,
+            reason: "no_stable_id".into(),
+            event_id: Some("e".into()),
+            body_bytes: 77,
+            fingerprint: [3; 32],
+        };
+        check(&r, encode_reject, decode_reject);
+    }
+
+    #[test]
+    fn garbage_and_bad_tags_are_errors() {
+        assert!(decode_claim(&[]).is_err());
+        assert!(decode_claim(&[0xff; 40]).is_err());
+        let mut bad_state = encode_claim(&claim());
+        bad_state[1] = 9;
+        assert_eq!(decode_claim(&bad_state), Err(DecodeError::Tag { field: "state", tag: 9 }));
+        assert_eq!(decode_inbox_head(&encode_inbox(&inbox())), Ok(("t/s/evt_1".into(), 1)));
+    }
+
+    #[test]
+    fn keys_sort_and_parse() {
+        assert!(schedule_key(1, 9) < schedule_key(2, 0));
+        assert!(schedule_key(1, 1) < schedule_key(1, 2));
+        assert_eq!(parse_schedule_key(&schedule_key(77, 5)), Ok((77, 5)));
+        assert!(parse_schedule_key(&[0; 15]).is_err());
+        assert!(seq_key(255) < seq_key(256));
+    }
+
+    #[test]
+    fn fnv_hex_and_truncate() {
+        // Published FNV-1a 64 test vectors.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(&hex32(&[0xab; 32])[..4], "abab");
+        assert_eq!(truncate_utf8("héllo", 2), "h");
+        assert_eq!(truncate_utf8("abc", 5), "abc");
+        let codes: Vec<_> =
+            [EventState::Received, EventState::Dropped].map(EventState::code).into();
+        assert_eq!(codes, ["received", "dropped"]);
+    }
+}

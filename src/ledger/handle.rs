@@ -1,0 +1,287 @@
+//! The ledger handle: opens the DB, starts one writer thread per shard, routes admissions,
+//! settlements and rejected records to the writer that owns them, and stops the writers.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use super::codec::{self, DecodeError};
+use super::store::{self, Db};
+use super::writer::{Queued, Queues, Shared, Writer};
+use super::{Admission, RejectedRecord, Settlement};
+use crate::limits::{SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
+use crate::metrics::Metrics;
+
+/// Rejected records that may wait for one shard writer; more are dropped and counted
+/// (best effort: a reject is already answered 400 and never blocks admissions).
+pub const REJECT_QUEUE_MAX: usize = 1024;
+
+/// How to open the ledger.
+pub struct LedgerOptions {
+    /// RocksDB directory (created when missing).
+    pub path: PathBuf,
+    /// Write batches with `sync = true` (fsync before any reply, R14). Only tests and
+    /// benchmarks turn it off.
+    pub sync: bool,
+    /// Shard count of a NEW ledger (`1..=SHARDS_MAX`); an existing ledger keeps its own.
+    pub shards_if_new: usize,
+    /// Configured source ids by source index: labels the per-source DLQ counters in `meta`.
+    pub source_ids: Vec<String>,
+    /// Notified after a commit that made something due (the dispatcher's wake-up).
+    pub notify: Arc<tokio::sync::Notify>,
+}
+
+/// Ledger failures: opening, storage errors, corrupt records. Operating errors, returned to
+/// the caller; broken invariants inside a writer panic instead (STYLE "Errors").
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// RocksDB could not open or create the DB.
+    #[error("cannot open the ledger at {path}: {source}")]
+    Open {
+        /// The directory.
+        path: PathBuf,
+        /// RocksDB's reason.
+        source: rocksdb::Error,
+    },
+    /// A read or write failed.
+    #[error("ledger storage error: {0}")]
+    Storage(#[from] rocksdb::Error),
+    /// A stored record does not decode.
+    #[error("corrupt ledger record in {cf}: {reason}")]
+    Corrupt {
+        /// Column family.
+        cf: String,
+        /// What is wrong.
+        reason: DecodeError,
+    },
+    /// A shard count outside `1..=max`.
+    #[error("invalid ledger shard count {shards}: must be 1..={max}")]
+    Shards {
+        /// The count.
+        shards: usize,
+        /// `SHARDS_MAX`.
+        max: usize,
+    },
+    /// A writer thread could not be started.
+    #[error("cannot start a ledger shard writer: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// The ends of one shard's queues kept by the handle.
+struct ShardQueues {
+    admit: Sender<Queued<Admission>>,
+    settle: Sender<Queued<Settlement>>,
+    reject: Sender<RejectedRecord>,
+}
+
+/// What every clone of a [`Ledger`] shares; dropping it shuts the writers down.
+pub(super) struct Inner {
+    /// The DB (readers use it directly; only writers write).
+    pub(super) db: Arc<Db>,
+    /// Persisted shard count.
+    pub(super) shards: usize,
+    queues: Vec<ShardQueues>,
+    stop: Mutex<Vec<Sender<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    stopped: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+/// The durable record of every idempotency key (R10–R16) and the inbox of admitted events.
+/// Cheap to clone (an `Arc`); `Send + Sync`. Dropping the last clone shuts the writers down.
+#[derive(Clone)]
+pub struct Ledger {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Ledger {
+    /// Opens (or creates) the ledger at `opts.path`, recovers next seqs, DLQ counters and the
+    /// `inbox_pending` / `dlq_depth` gauges (into `metrics.ledger`), and starts one writer
+    /// thread `ledger-shard-{s}` per shard.
+    ///
+    /// # Errors
+    /// [`Error::Open`], [`Error::Shards`], [`Error::Corrupt`] or [`Error::Storage`] while
+    /// recovering, [`Error::Spawn`] when a thread cannot start.
+    pub fn open(opts: LedgerOptions, metrics: Arc<Metrics>) -> Result<Ledger, Error> {
+        Ledger::open_gated(opts, metrics, None)
+    }
+
+    /// [`Ledger::open`] whose writers wait, before their first drain, until `gate`
+    /// disconnects (test seam for a deterministic full queue).
+    pub(super) fn open_gated(
+        opts: LedgerOptions,
+        metrics: Arc<Metrics>,
+        gate: Option<Receiver<()>>,
+    ) -> Result<Ledger, Error> {
+        let (db, shards) = store::open(&opts.path, opts.shards_if_new)?;
+        let db = Arc::new(db);
+        let shared = Arc::new(Shared {
+            healthy: AtomicBool::new(true),
+            writer_died: AtomicBool::new(false),
+            metrics,
+            notify: opts.notify,
+            source_ids: opts.source_ids,
+            rejects_dropped: AtomicU64::new(0),
+            sync: opts.sync,
+        });
+        let mut writers = Vec::with_capacity(shards);
+        let mut pending = vec![0i64; shared.source_ids.len()];
+        let mut dead = vec![0i64; shared.source_ids.len()];
+        for s in 0..shards {
+            let next_seq = store::load_next_seq(&db, s)?;
+            let dlq = store::load_dlq(&db, s, &shared.source_ids)?;
+            add_counts(&mut dead, dlq.iter().map(|(&k, &v)| (k, i64::try_from(v).unwrap_or(0))));
+            add_counts(&mut pending, store::count_pending(&db, s)?);
+            writers.push(Writer::new(s, Arc::clone(&db), Arc::clone(&shared), next_seq, dlq));
+        }
+        set_gauges(&shared.metrics, &pending, &dead);
+        Ledger::start(db, shards, shared, writers, gate)
+    }
+
+    fn start(
+        db: Arc<Db>,
+        shards: usize,
+        shared: Arc<Shared>,
+        writers: Vec<Writer>,
+        gate: Option<Receiver<()>>,
+    ) -> Result<Ledger, Error> {
+        let (mut queues, mut stop, mut threads) = (Vec::new(), Vec::new(), Vec::new());
+        for (s, writer) in writers.into_iter().enumerate() {
+            let (admit_tx, admit) = bounded(SHARD_QUEUE_MAX);
+            let (settle_tx, settle) = bounded(SETTLE_QUEUE_MAX);
+            let (reject_tx, reject) = bounded(REJECT_QUEUE_MAX);
+            let (stop_tx, stop_rx) = bounded(1);
+            let q = Queues { admit, settle, reject, stop: stop_rx, gate: gate.clone() };
+            let thread = std::thread::Builder::new()
+                .name(format!("ledger-shard-{s}"))
+                .spawn(move || writer.run(q))
+                .map_err(Error::Spawn)?;
+            queues.push(ShardQueues { admit: admit_tx, settle: settle_tx, reject: reject_tx });
+            stop.push(stop_tx);
+            threads.push(thread);
+        }
+        let inner = Inner {
+            db,
+            shards,
+            queues,
+            stop: Mutex::new(stop),
+            threads: Mutex::new(threads),
+            stopped: AtomicBool::new(false),
+            shared,
+        };
+        Ok(Ledger { inner: Arc::new(inner) })
+    }
+
+    /// Number of shards (persisted at creation; fixed for the life of the ledger).
+    pub fn shards(&self) -> usize {
+        self.inner.shards
+    }
+
+    /// The shard that owns `key`: FNV-1a 64 of the key's bytes, modulo [`Ledger::shards`].
+    /// Stable forever (a persisted ledger relies on it: changing it would admit keys twice).
+    pub fn shard_of(&self, key: &str) -> usize {
+        (codec::fnv1a64(key.as_bytes()) % self.inner.shards as u64) as usize
+    }
+
+    /// Queues `a` for its shard's writer without blocking; the writer calls `a.reply` exactly
+    /// once, after the commit (R14).
+    ///
+    /// # Errors
+    /// Gives `a` back, its reply NOT called, when the shard's queue (`SHARD_QUEUE_MAX`) is full
+    /// or the ledger is shut down: the caller answers 503 `overloaded`.
+    #[allow(clippy::result_large_err, reason = "the refused admission goes back by value")]
+    pub fn admit(&self, a: Admission) -> Result<(), Admission> {
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            return Err(a);
+        }
+        let shard = self.shard_of(&a.key);
+        self.inner.queues[shard].admit.try_send(Queued::new(a)).map_err(|e| e.into_inner().take())
+    }
+
+    /// Records a refused body, minimised (R23), best effort: no fsync is awaited and the record
+    /// is dropped (and counted, see [`Ledger::rejects_dropped`]) when the queue is full.
+    pub fn reject(&self, r: RejectedRecord) {
+        let shard = usize::from(r.fingerprint[0]) % self.inner.shards;
+        if self.inner.stopped.load(Ordering::SeqCst)
+            || self.inner.queues[shard].reject.try_send(r).is_err()
+        {
+            self.inner.shared.rejects_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Rejected records dropped because their queue was full or the ledger stopped.
+    pub fn rejects_dropped(&self) -> u64 {
+        self.inner.shared.rejects_dropped.load(Ordering::Relaxed)
+    }
+
+    /// False after a failed write until a later write succeeds, after a writer died on a
+    /// broken invariant, and after shutdown (the `/health` answer; R15).
+    pub fn healthy(&self) -> bool {
+        let shared = &self.inner.shared;
+        shared.healthy.load(Ordering::SeqCst)
+            && !shared.writer_died.load(Ordering::SeqCst)
+            && !self.inner.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Hands `settlement` to its shard writer (the `Inbox::settle` implementation).
+    pub(super) fn queue_settlement(&self, settlement: Settlement) -> Result<(), Settlement> {
+        let Some(q) = self.inner.queues.get(settlement.shard) else {
+            return Err(settlement);
+        };
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            return Err(settlement);
+        }
+        q.settle.try_send(Queued::new(settlement)).map_err(|e| e.into_inner().take())
+    }
+
+    /// Stops accepting, lets each writer finish its current drain, and joins the writer
+    /// threads. Items still queued are answered `Unavailable` / `false`. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.stop.lock().expect("stop list lock is never poisoned").clear();
+        let threads =
+            std::mem::take(&mut *self.threads.lock().expect("thread list lock is never poisoned"));
+        let me = std::thread::current().id();
+        for t in threads {
+            // A reply that drops the last handle runs on a writer thread: never join oneself.
+            if t.thread().id() == me {
+                continue;
+            }
+            if t.join().is_err() {
+                tracing::error!("A ledger shard writer ended by panicking.");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn add_counts(into: &mut [i64], counts: impl IntoIterator<Item = (u32, i64)>) {
+    for (source, n) in counts {
+        if let Some(slot) = into.get_mut(source as usize) {
+            *slot += n;
+        }
+    }
+}
+
+fn set_gauges(metrics: &Metrics, pending: &[i64], dead: &[i64]) {
+    for (gauge, &n) in metrics.ledger.inbox_pending.iter().zip(pending) {
+        gauge.store(n, Ordering::Relaxed);
+    }
+    for (gauge, &n) in metrics.ledger.dlq_depth.iter().zip(dead) {
+        gauge.store(n, Ordering::Relaxed);
+    }
+}

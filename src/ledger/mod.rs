@@ -1,0 +1,177 @@
+//! The ledger: the durable record of every idempotency key, and the inbox of admitted events.
+//! The only importer of `rocksdb` (ARCHITECTURE invariant).
+//!
+//! One RocksDB, one WAL; per shard `s` the column families `claims/s`, `inbox/s`, `schedule/s`;
+//! global `rejected`, `quarantine`, `audit`, `meta`. Each shard has exactly one writer thread
+//! that owns its keys (invariant 3): it drains its bounded queue, decides every claim of the
+//! drain (two copies of one key in the same drain included), writes one `WriteBatch` with
+//! `sync = true` (group commit), and only then replies. Nothing is acknowledged before that
+//! write returned (invariant 1, R14).
+
+mod codec;
+mod handle;
+mod read;
+mod store;
+mod writer;
+
+pub use codec::{DecodeError, EventState};
+pub use handle::{Error, Ledger, LedgerOptions, REJECT_QUEUE_MAX};
+pub use read::{EventView, QuarantineView, RejectedView};
+
+/// What an admission becomes once the shard writer has decided and (for `Accepted`) committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// New key: claim + inbox record + schedule entry committed with fsync.
+    Accepted,
+    /// Key already admitted with the same fingerprint (possibly in the same drain: the reply
+    /// still waits for the first copy's commit).
+    Duplicate,
+    /// Key already admitted with another fingerprint; a quarantine record was committed and the
+    /// first binding left untouched (R11).
+    Conflict,
+    /// The write failed; nothing is admitted (fail closed, R15).
+    Unavailable,
+}
+
+/// Called exactly once with the decision, on the shard writer thread, after the commit.
+/// Must not block.
+pub type Reply = Box<dyn FnOnce(Decision) + Send>;
+
+/// One authenticated, inspected event asking to be admitted.
+pub struct Admission {
+    /// Idempotency key `tenant/source/event id` (R9).
+    pub key: String,
+    /// Index of the source in `Config::sources`.
+    pub source: u32,
+    /// SHA-256 of the raw body (R11).
+    pub fingerprint: [u8; 32],
+    /// Event type, when known.
+    pub event_type: Option<String>,
+    /// Id of the key that verified the signature (R3).
+    pub secret_id: String,
+    /// Signed timestamp in Unix seconds, when the provider signs one.
+    pub signed_at: Option<i64>,
+    /// When the request was fully read, Unix milliseconds.
+    pub received_at_ms: u64,
+    /// The request's `Content-Type`, forwarded as is.
+    pub content_type: Option<Vec<u8>>,
+    /// The exact raw body (forwarded byte for byte).
+    pub body: Vec<u8>,
+    /// Receives the decision.
+    pub reply: Reply,
+}
+
+/// A minimised record of a refused body (R23): no body bytes are kept.
+#[derive(Debug, Clone)]
+pub struct RejectedRecord {
+    /// Index of the source.
+    pub source: u32,
+    /// Unix milliseconds.
+    pub received_at_ms: u64,
+    /// `SchemaReject::reason()`.
+    pub reason: &'static str,
+    /// The event id when one was found.
+    pub event_id: Option<String>,
+    /// Body length in bytes.
+    pub body_bytes: usize,
+    /// SHA-256 of the body.
+    pub fingerprint: [u8; 32],
+}
+
+/// An inbox event whose (first or retry) attempt is due.
+#[derive(Debug, Clone)]
+pub struct DueEvent {
+    /// Shard that owns the key.
+    pub shard: usize,
+    /// Inbox sequence number within the shard.
+    pub seq: u64,
+    /// The schedule entry's due time, Unix ms (part of its key, needed to settle).
+    pub due_ms: u64,
+    /// Idempotency key.
+    pub key: String,
+    /// Index of the source.
+    pub source: u32,
+    /// Attempts already made.
+    pub attempts: u32,
+    /// When it was admitted, Unix ms.
+    pub received_at_ms: u64,
+    /// Key id that verified it.
+    pub secret_id: String,
+    /// Signed timestamp, Unix s.
+    pub signed_at: Option<i64>,
+    /// Original `Content-Type`.
+    pub content_type: Option<Vec<u8>>,
+    /// Exact original body.
+    pub body: Vec<u8>,
+}
+
+/// The result of one attempt, as decided by the dispatcher's classification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx received at `at_ms`.
+    Delivered {
+        /// Unix ms.
+        at_ms: u64,
+    },
+    /// Retryable failure; try again at `next_ms`.
+    Retry {
+        /// Unix ms of the next attempt.
+        next_ms: u64,
+        /// What went wrong (no payload, no secret), at most `ATTEMPT_ERROR_BYTES_MAX` bytes.
+        error: String,
+    },
+    /// Permanent failure or `attempts_max` reached: dead-lettered.
+    Dead {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// A dispatch result for the shard writer to record.
+pub struct Settlement {
+    /// Shard that owns the key.
+    pub shard: usize,
+    /// Inbox sequence number.
+    pub seq: u64,
+    /// The schedule entry's due time being settled.
+    pub due_ms: u64,
+    /// Attempts made so far, this one included.
+    pub attempts: u32,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Called once on the writer thread with whether the settlement was durably written.
+    pub reply: Box<dyn FnOnce(bool) + Send>,
+}
+
+/// The dispatcher's view of the ledger: due events in, settlements out. [`Ledger`] implements
+/// it over RocksDB; tests and the simulator implement it in memory.
+pub trait Inbox: Send + Sync + 'static {
+    /// Number of shards (each is scanned separately).
+    fn shards(&self) -> usize;
+
+    /// Up to `limit` events of `shard` whose schedule entry is due at or before `now_ms`, in
+    /// due order, skipping `seq`s for which `skip(seq)` is true (in flight).
+    ///
+    /// # Errors
+    /// A read failure, as text for the log.
+    fn due(
+        &self,
+        shard: usize,
+        now_ms: u64,
+        limit: usize,
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<DueEvent>, String>;
+
+    /// The earliest due time in `shard` (Unix ms), if any entry exists.
+    fn next_due_ms(&self, shard: usize) -> Option<u64>;
+
+    /// Hands a settlement to the shard writer. `Err` gives it back when the settle queue is
+    /// full (the caller retries later).
+    ///
+    /// # Errors
+    /// The settlement itself, when the queue is full or the writer stopped.
+    fn settle(&self, settlement: Settlement) -> Result<(), Settlement>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! Opening the ledger's RocksDB: column families, options, the persisted shard count, and the
+//! state a restart recovers from `meta` and `schedule/s` (next seqs, DLQ counters, gauges).
+//!
+//! Layout (one DB, one WAL, so one synced write commits a whole shard batch):
+//! per shard `s`: `claims/{s}` (key → claim), `inbox/{s}` (seq BE → inbox record),
+//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event);
+//! global: `rejected`, `quarantine`, `audit`, `meta`. `meta` keys: `shards` (u64 BE, written
+//! once at creation), `seq/{s}` (next seq of shard `s`, u64 BE), `dlq/{s}/{source id}` (DLQ
+//! counter of one source kept by shard `s`, u64 BE; per shard so each key has one writer).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rocksdb::{
+    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options,
+};
+
+use super::codec::{self, DecodeError};
+use super::Error;
+use crate::limits::SHARDS_MAX;
+
+/// The RocksDB handle type used by the ledger (single-threaded CF map: CFs are only created
+/// while opening, before the handle is shared).
+pub type Db = rocksdb::DB;
+
+/// `meta` key of the persisted shard count.
+pub const META_SHARDS: &[u8] = b"shards";
+/// Minimised rejected bodies (R23); global.
+pub const CF_REJECTED: &str = "rejected";
+/// Conflicting copies (R11).
+pub const CF_QUARANTINE: &str = "quarantine";
+/// Operator actions (R20); written by the admin API.
+pub const CF_AUDIT: &str = "audit";
+/// Shard count, seqs, DLQ counters.
+pub const CF_META: &str = "meta";
+const GLOBAL_CFS: [&str; 4] = [CF_REJECTED, CF_QUARANTINE, CF_AUDIT, CF_META];
+
+/// Background flush + compaction jobs: two cores are shared with ingress and dispatch.
+const BACKGROUND_JOBS: i32 = 2;
+/// Info log files kept.
+const LOG_FILES_KEPT: usize = 4;
+/// Bloom filter bits per key for `claims/s`: most lookups are for new keys, i.e. misses.
+const CLAIMS_BLOOM_BITS: f64 = 10.0;
+
+/// Name of shard `s`'s claims column family.
+pub fn cf_claims(s: usize) -> String {
+    format!("claims/{s}")
+}
+/// Name of shard `s`'s inbox column family.
+pub fn cf_inbox(s: usize) -> String {
+    format!("inbox/{s}")
+}
+/// Name of shard `s`'s schedule column family.
+pub fn cf_schedule(s: usize) -> String {
+    format!("schedule/{s}")
+}
+/// `meta` key of shard `s`'s next seq.
+pub fn meta_seq(s: usize) -> Vec<u8> {
+    format!("seq/{s}").into_bytes()
+}
+/// `meta` key of shard `s`'s DLQ counter for `source_id`.
+pub fn meta_dlq(s: usize, source_id: &str) -> Vec<u8> {
+    format!("dlq/{s}/{source_id}").into_bytes()
+}
+
+/// DB-wide options: create what is missing, bounded background work and info logs.
+fn db_options() -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    o.create_missing_column_families(true);
+    o.set_max_background_jobs(BACKGROUND_JOBS);
+    o.set_keep_log_file_num(LOG_FILES_KEPT);
+    o
+}
+
+/// Per-CF options: bloom filters for claims (point lookups), lz4 for inbox bodies.
+fn cf_options(name: &str) -> Options {
+    let mut o = Options::default();
+    if name.starts_with("claims/") {
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(CLAIMS_BLOOM_BITS, false);
+        o.set_block_based_table_factory(&table);
+    } else if name.starts_with("inbox/") {
+        o.set_compression_type(DBCompressionType::Lz4);
+    }
+    o
+}
+
+fn shard_cfs(s: usize) -> [String; 3] {
+    [cf_claims(s), cf_inbox(s), cf_schedule(s)]
+}
+
+/// Opens (or creates) the DB at `path` and returns it with its shard count: the persisted one
+/// when the DB exists (changing it would move keys to other shards and break exactly-once,
+/// R10), else `shards_if_new`, which is then persisted with a synced write.
+///
+/// # Errors
+/// [`Error::Open`] when RocksDB cannot open or create it, [`Error::Shards`] for a count out of
+/// `1..=SHARDS_MAX`, [`Error::Corrupt`] when `meta` holds an unreadable count.
+pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
+    let open_err = |source| Error::Open { path: path.to_path_buf(), source };
+    // A missing DB has no CF list yet; RocksDB then creates everything.
+    let mut names = Db::list_cf(&Options::default(), path).unwrap_or_default();
+    for g in GLOBAL_CFS {
+        if !names.iter().any(|n| n == g) {
+            names.push(g.to_owned());
+        }
+    }
+    let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n)));
+    let mut db = Db::open_cf_descriptors(&db_options(), path, descriptors).map_err(open_err)?;
+    let shards = shard_count(&db, shards_if_new)?;
+    for s in 0..shards {
+        for name in shard_cfs(s) {
+            if db.cf_handle(&name).is_none() {
+                db.create_cf(&name, &cf_options(&name)).map_err(open_err)?;
+            }
+        }
+    }
+    Ok((db, shards))
+}
+
+fn check_shards(shards: usize) -> Result<usize, Error> {
+    if (1..=SHARDS_MAX).contains(&shards) {
+        Ok(shards)
+    } else {
+        Err(Error::Shards { shards, max: SHARDS_MAX })
+    }
+}
+
+/// Reads the persisted shard count, or persists `shards_if_new` on a new DB.
+fn shard_count(db: &Db, shards_if_new: usize) -> Result<usize, Error> {
+    let meta = cf(db, CF_META);
+    match db.get_cf(meta, META_SHARDS)? {
+        Some(v) => {
+            let stored = codec::parse_u64(&v).map_err(|e| corrupt(CF_META, e))?;
+            let shards = check_shards(usize::try_from(stored).unwrap_or(usize::MAX))?;
+            if shards != shards_if_new {
+                tracing::warn!(
+                    persisted = shards,
+                    configured = shards_if_new,
+                    "The ledger keeps its persisted shard count; the configured one is ignored \
+                     because changing it would move keys to other shards."
+                );
+            }
+            Ok(shards)
+        }
+        None => {
+            let shards = check_shards(shards_if_new)?;
+            let mut opts = rocksdb::WriteOptions::default();
+            opts.set_sync(true);
+            let mut batch = rocksdb::WriteBatch::default();
+            batch.put_cf(meta, META_SHARDS, (shards as u64).to_be_bytes());
+            db.write_opt(batch, &opts)?;
+            tracing::info!(shards, "Created a new ledger.");
+            Ok(shards)
+        }
+    }
+}
+
+/// The handle of a column family the ledger created at open.
+///
+/// # Panics
+/// When `name` was not opened: every ledger CF is created by [`open`] (broken invariant).
+pub fn cf<'a>(db: &'a Db, name: &str) -> &'a rocksdb::ColumnFamily {
+    db.cf_handle(name).unwrap_or_else(|| panic!("column family {name} is created at open"))
+}
+
+/// A corrupt-record error for `cf`.
+pub fn corrupt(cf: &str, reason: DecodeError) -> Error {
+    Error::Corrupt { cf: cf.to_owned(), reason }
+}
+
+/// Shard `s`'s next seq (0 on a new shard).
+///
+/// # Errors
+/// Read failure or a corrupt counter.
+pub fn load_next_seq(db: &Db, s: usize) -> Result<u64, Error> {
+    match db.get_cf(cf(db, CF_META), meta_seq(s))? {
+        Some(v) => codec::parse_u64(&v).map_err(|e| corrupt(CF_META, e)),
+        None => Ok(0),
+    }
+}
+
+/// Shard `s`'s DLQ counters, by source index (only configured source ids).
+///
+/// # Errors
+/// Read failure or a corrupt counter.
+pub fn load_dlq(db: &Db, s: usize, source_ids: &[String]) -> Result<HashMap<u32, u64>, Error> {
+    let mut out = HashMap::new();
+    for (i, id) in source_ids.iter().enumerate() {
+        if let Some(v) = db.get_cf(cf(db, CF_META), meta_dlq(s, id))? {
+            let n = codec::parse_u64(&v).map_err(|e| corrupt(CF_META, e))?;
+            out.insert(u32::try_from(i).expect("source count is bounded by config"), n);
+        }
+    }
+    Ok(out)
+}
+
+/// Unsettled events of shard `s` per source index: one per schedule entry, the source read
+/// from its inbox record (the `inbox_pending` gauge after a restart, R26).
+///
+/// # Errors
+/// Read failure, a corrupt key or record, or a schedule entry without its inbox record.
+pub fn count_pending(db: &Db, s: usize) -> Result<HashMap<u32, i64>, Error> {
+    let mut out = HashMap::new();
+    let (schedule, inbox) = (cf_schedule(s), cf_inbox(s));
+    for entry in db.iterator_cf(cf(db, &schedule), IteratorMode::Start) {
+        let (k, _) = entry?;
+        let (_, seq) = codec::parse_schedule_key(&k).map_err(|e| corrupt(&schedule, e))?;
+        let Some(v) = db.get_pinned_cf(cf(db, &inbox), codec::seq_key(seq))? else {
+            return Err(corrupt(&inbox, DecodeError::Short("inbox record of a schedule entry")));
+        };
+        let (_, source) = codec::decode_inbox_head(&v).map_err(|e| corrupt(&inbox, e))?;
+        *out.entry(source).or_insert(0) += 1;
+    }
+    Ok(out)
+}

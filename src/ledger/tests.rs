@@ -1,0 +1,371 @@
+//! Ledger tests against a real RocksDB in temporary directories. Replies are awaited through
+//! channels, never by sleeping; a full queue is made deterministic with the writer gate.
+
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+
+use super::*;
+use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, SHARD_QUEUE_MAX};
+use crate::metrics::{DispatchStats, LedgerStats, Metrics};
+
+const SOURCES: [&str; 2] = ["src-a", "src-b"];
+
+fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics {
+        cores: Vec::new(),
+        ledger: LedgerStats::new(SOURCES.len()),
+        dispatch: DispatchStats::new(1),
+    })
+}
+
+fn options(dir: &Path, shards: usize) -> LedgerOptions {
+    LedgerOptions {
+        path: dir.join("ledger"),
+        sync: true,
+        shards_if_new: shards,
+        source_ids: SOURCES.iter().map(|s| (*s).to_owned()).collect(),
+        notify: Arc::new(tokio::sync::Notify::new()),
+    }
+}
+
+fn open(dir: &Path, shards: usize) -> (Ledger, Arc<Metrics>) {
+    let m = metrics();
+    (Ledger::open(options(dir, shards), Arc::clone(&m)).expect("ledger opens"), m)
+}
+
+/// A ledger whose writers wait until the returned sender is dropped.
+fn open_gated(dir: &Path, shards: usize) -> (Ledger, Sender<()>) {
+    let (gate_tx, gate_rx) = bounded(0);
+    let ledger =
+        Ledger::open_gated(options(dir, shards), metrics(), Some(gate_rx)).expect("ledger opens");
+    (ledger, gate_tx)
+}
+
+/// An admission of `key` whose body (and fingerprint) is derived from `fp`.
+fn admission(key: &str, fp: u8, source: u32, at_ms: u64) -> (Admission, Receiver<Decision>) {
+    let (tx, rx) = bounded(1);
+    let a = Admission {
+        key: key.to_owned(),
+        source,
+        fingerprint: [fp; 32],
+        event_type: Some("invoice.paid".into()),
+        secret_id: "k1".into(),
+        signed_at: Some(1_700_000_000),
+        received_at_ms: at_ms,
+        content_type: Some(b"application/json".to_vec()),
+        body: format!("{{\"id\":\"{key}\",\"v\":{fp}}}").into_bytes(),
+        reply: Box::new(move |d| tx.send(d).expect("test waits for the reply")),
+    };
+    (a, rx)
+}
+
+fn decide(ledger: &Ledger, key: &str, fp: u8, source: u32, at_ms: u64) -> Decision {
+    let (a, rx) = admission(key, fp, source, at_ms);
+    assert!(ledger.admit(a).is_ok(), "queue has room");
+    rx.recv().expect("writer replies")
+}
+
+/// The module's one check: admitting `key` with fingerprint byte `fp` decides `expect`.
+fn check(ledger: &Ledger, key: &str, fp: u8, expect: Decision) {
+    assert_eq!(decide(ledger, key, fp, 0, 100), expect, "admitting {key} with fp {fp}");
+}
+
+fn settle(ledger: &Ledger, e: &DueEvent, attempts: u32, outcome: Outcome) -> bool {
+    let (tx, rx) = bounded(1);
+    let s = Settlement {
+        shard: e.shard,
+        seq: e.seq,
+        due_ms: e.due_ms,
+        attempts,
+        outcome,
+        reply: Box::new(move |ok| tx.send(ok).expect("test waits for the reply")),
+    };
+    assert!(ledger.settle(s).is_ok(), "settle queue has room");
+    rx.recv().expect("writer replies")
+}
+
+fn due(ledger: &Ledger, now_ms: u64) -> Vec<DueEvent> {
+    (0..ledger.shards())
+        .flat_map(|s| ledger.due(s, now_ms, 100, &|_| false).expect("due reads"))
+        .collect()
+}
+
+fn gauges(m: &Metrics) -> (Vec<i64>, Vec<i64>) {
+    let load = |g: &[std::sync::atomic::AtomicI64]| {
+        g.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed)).collect()
+    };
+    (load(&m.ledger.inbox_pending), load(&m.ledger.dlq_depth))
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+#[test]
+fn accept_then_duplicate_then_conflict_quarantines() {
+    let dir = tmp();
+    let (ledger, m) = open(dir.path(), 2);
+    check(&ledger, "t/s/evt_1", 1, Decision::Accepted);
+    check(&ledger, "t/s/evt_1", 1, Decision::Duplicate);
+    check(&ledger, "t/s/evt_1", 2, Decision::Conflict);
+    let q = ledger.quarantined(10).expect("quarantine reads");
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].key.as_str(), q[0].source), ("t/s/evt_1", 0));
+    assert_eq!(q[0].first_fingerprint, "01".repeat(32));
+    assert_eq!(q[0].new_fingerprint, "02".repeat(32));
+    let e = ledger.event("t/s/evt_1").expect("reads").expect("exists");
+    assert_eq!((e.fingerprint, e.state, e.attempts), ([1; 32], EventState::Received, 0));
+    assert_eq!(e.shard, ledger.shard_of("t/s/evt_1"));
+    assert!(ledger.event("t/s/never").expect("reads").is_none());
+    assert_eq!(gauges(&m).0, [1, 0], "only the first copy is pending");
+    assert!(ledger.healthy());
+}
+
+#[test]
+fn concurrent_copies_admit_once() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 4);
+    let barrier = Arc::new(Barrier::new(32));
+    let threads: Vec<_> = (0..32)
+        .map(|_| {
+            let (ledger, barrier) = (ledger.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                decide(&ledger, "t/s/race", 7, 0, 100)
+            })
+        })
+        .collect();
+    let decisions: Vec<_> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
+    let accepted = decisions.iter().filter(|d| **d == Decision::Accepted).count();
+    let duplicate = decisions.iter().filter(|d| **d == Decision::Duplicate).count();
+    assert_eq!((accepted, duplicate), (1, 31));
+}
+
+#[test]
+fn copies_in_one_drain_are_decided_in_order() {
+    let dir = tmp();
+    let (ledger, gate) = open_gated(dir.path(), 1);
+    let copies = [1, 1, 2].map(|fp| {
+        let (a, rx) = admission("t/s/twice", fp, 0, 100);
+        assert!(ledger.admit(a).is_ok());
+        rx
+    });
+    drop(gate);
+    let got: Vec<_> = copies.iter().map(|rx| rx.recv().expect("reply")).collect();
+    assert_eq!(got, [Decision::Accepted, Decision::Duplicate, Decision::Conflict]);
+    assert_eq!(due(&ledger, 100).len(), 1, "one inbox entry");
+}
+
+#[test]
+fn reopen_keeps_claims_seqs_and_shard_count() {
+    let dir = tmp();
+    let first_seq = {
+        let (ledger, _) = open(dir.path(), 1);
+        check(&ledger, "t/s/a", 1, Decision::Accepted);
+        check(&ledger, "t/s/b", 1, Decision::Accepted);
+        ledger.event("t/s/b").expect("reads").expect("exists").seq
+    };
+    let (ledger, _) = open(dir.path(), 3);
+    assert_eq!(ledger.shards(), 1, "persisted shard count wins");
+    check(&ledger, "t/s/a", 1, Decision::Duplicate);
+    check(&ledger, "t/s/c", 1, Decision::Accepted);
+    let c = ledger.event("t/s/c").expect("reads").expect("exists");
+    assert_eq!(c.seq, first_seq + 1, "seq continues, never reused");
+    ledger.shutdown();
+    ledger.shutdown();
+    assert!(!ledger.healthy());
+    let (a, _rx) = admission("t/s/late", 1, 0, 1);
+    assert!(ledger.admit(a).is_err(), "no admission after shutdown");
+}
+
+#[test]
+fn invalid_shard_count_is_refused() {
+    let dir = tmp();
+    let err = Ledger::open(options(dir.path(), 0), metrics()).err().expect("refused");
+    assert!(matches!(err, Error::Shards { shards: 0, .. }), "{err}");
+}
+
+#[test]
+fn due_returns_events_in_order_with_metadata() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    for (key, at) in [("t/s/late", 30), ("t/s/early", 10), ("t/s/mid", 20)] {
+        assert_eq!(decide(&ledger, key, 5, 1, at), Decision::Accepted);
+    }
+    assert_eq!(ledger.next_due_ms(0), Some(10));
+    let got = due(&ledger, 25);
+    let keys: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["t/s/early", "t/s/mid"]);
+    let e = &got[0];
+    assert_eq!((e.source, e.attempts, e.received_at_ms, e.due_ms), (1, 0, 10, 10));
+    assert_eq!((e.secret_id.as_str(), e.signed_at), ("k1", Some(1_700_000_000)));
+    assert_eq!(e.content_type.as_deref(), Some(&b"application/json"[..]));
+    assert_eq!(e.body, b"{\"id\":\"t/s/early\",\"v\":5}");
+    let skip_early = ledger.due(0, 100, 100, &|seq| seq == e.seq).expect("reads");
+    assert_eq!(skip_early.len(), 2);
+    assert_eq!(ledger.due(0, 100, 1, &|_| false).expect("reads").len(), 1);
+    assert!(ledger.due(5, 100, 1, &|_| false).is_err(), "no such shard");
+}
+
+#[test]
+fn settlements_move_schedule_and_state() {
+    let dir = tmp();
+    let (ledger, m) = open(dir.path(), 1);
+    for key in ["t/s/retry", "t/s/ok", "t/s/dead"] {
+        check(&ledger, key, 1, Decision::Accepted);
+    }
+    let first = due(&ledger, 100);
+    assert_eq!(first.len(), 3);
+    let long_error = "é".repeat(ATTEMPT_ERROR_BYTES_MAX);
+    let retry = Outcome::Retry { next_ms: 1000, error: long_error };
+    assert!(settle(&ledger, &first[0], 1, retry.clone()));
+    assert!(settle(&ledger, &first[1], 1, Outcome::Delivered { at_ms: 150 }));
+    assert!(settle(&ledger, &first[2], 1, Outcome::Dead { error: "410 gone".into() }));
+    assert!(due(&ledger, 999).is_empty(), "retry not due before next_ms");
+    let again = due(&ledger, 1000);
+    assert_eq!((again.len(), again[0].due_ms, again[0].attempts), (1, 1000, 1));
+
+    let r = ledger.event("t/s/retry").expect("reads").expect("exists");
+    assert_eq!((r.state, r.next_attempt_ms), (EventState::Failed, Some(1000)));
+    assert!(r.last_error.as_ref().is_some_and(|e| e.len() <= ATTEMPT_ERROR_BYTES_MAX));
+    let ok = ledger.event("t/s/ok").expect("reads").expect("exists");
+    assert_eq!((ok.state, ok.delivered_at_ms, ok.attempts), (EventState::Delivered, Some(150), 1));
+    let dead = ledger.event("t/s/dead").expect("reads").expect("exists");
+    assert_eq!((dead.state, dead.last_error.as_deref()), (EventState::Dead, Some("410 gone")));
+    assert_eq!(gauges(&m), (vec![1, 0], vec![1, 0]));
+
+    // A repeated settlement of an already settled entry is a no-op answered true.
+    assert!(settle(&ledger, &first[1], 2, Outcome::Dead { error: "late".into() }));
+    assert!(settle(&ledger, &first[0], 9, retry));
+    let ok = ledger.event("t/s/ok").expect("reads").expect("exists");
+    assert_eq!((ok.state, ok.attempts), (EventState::Delivered, 1));
+    assert_eq!(ledger.event("t/s/retry").expect("reads").expect("exists").attempts, 1);
+    assert_eq!(gauges(&m), (vec![1, 0], vec![1, 0]));
+}
+
+#[test]
+fn gauges_are_recovered_after_reopen() {
+    let dir = tmp();
+    let expected = (vec![2, 1], vec![1, 0]);
+    {
+        let (ledger, m) = open(dir.path(), 2);
+        for (i, source) in [0, 0, 0, 0, 1].into_iter().enumerate() {
+            assert_eq!(decide(&ledger, &format!("t/s/{i}"), 1, source, 50), Decision::Accepted);
+        }
+        let mut pending: Vec<_> = due(&ledger, 50).into_iter().filter(|e| e.source == 0).collect();
+        pending.sort_by_key(|e| e.key.clone());
+        assert!(settle(&ledger, &pending[0], 1, Outcome::Delivered { at_ms: 60 }));
+        assert!(settle(&ledger, &pending[1], 5, Outcome::Dead { error: "500".into() }));
+        assert_eq!(gauges(&m), expected);
+    }
+    let (_ledger, m) = open(dir.path(), 2);
+    assert_eq!(gauges(&m), expected);
+}
+
+#[test]
+fn rejected_records_are_minimised_and_listed() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    ledger.reject(RejectedRecord {
+        source: 1,
+        received_at_ms: 77,
+        reason: "no_stable_id",
+        event_id: None,
+        body_bytes: 512,
+        fingerprint: [0xab; 32],
+    });
+    // The reject was queued first, so it is written no later than this admission's batch.
+    check(&ledger, "t/s/after", 1, Decision::Accepted);
+    let r = ledger.rejected(10).expect("reads");
+    assert_eq!(r.len(), 1);
+    let view = RejectedView {
+        source: 1,
+        received_at_ms: 77,
+        reason: "no_stable_id".into(),
+        event_id: None,
+        body_bytes: 512,
+        fingerprint: "ab".repeat(32),
+    };
+    assert_eq!(r[0], view);
+    assert_eq!(ledger.rejects_dropped(), 0);
+}
+
+#[test]
+fn full_queue_refuses_without_replying() {
+    let dir = tmp();
+    let (ledger, gate) = open_gated(dir.path(), 1);
+    let (tx, rx) = unbounded();
+    for i in 0..SHARD_QUEUE_MAX {
+        let (mut a, _) = admission(&format!("t/s/{i}"), 1, 0, 1);
+        let tx = tx.clone();
+        a.reply = Box::new(move |d| tx.send(d).expect("test waits"));
+        assert!(ledger.admit(a).is_ok(), "slot {i} is free");
+    }
+    let (extra, extra_rx) = admission("t/s/extra", 1, 0, 1);
+    let refused = ledger.admit(extra).expect_err("queue is full");
+    assert_eq!(refused.key, "t/s/extra");
+    drop(refused);
+    assert!(extra_rx.try_recv().is_err(), "a refused admission's reply is not called");
+    drop(gate);
+    let accepted = (0..SHARD_QUEUE_MAX).filter(|_| rx.recv() == Ok(Decision::Accepted)).count();
+    assert_eq!(accepted, SHARD_QUEUE_MAX);
+}
+
+/// Unmounts the test tmpfs however the test ends.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let status = std::process::Command::new("umount").arg(&self.0).status();
+        assert!(status.is_ok_and(|s| s.success()), "umount {}", self.0.display());
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) -> bool {
+    std::process::Command::new(cmd).args(args).status().is_ok_and(|s| s.success())
+}
+
+/// Fills the filesystem holding `dir` until a write fails (ENOSPC).
+fn fill(dir: &Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).expect("filler file");
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    while f.write_all(&block[..512]).is_ok() {}
+    path
+}
+
+#[test]
+fn failed_write_fails_closed() {
+    let dir = tmp();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mount point");
+    let mounted = run("mount", &["-t", "tmpfs", "-o", "size=8m", "tmpfs", &mnt.to_string_lossy()]);
+    assert!(mounted, "this test mounts a tiny tmpfs to fill the disk: it must run as root");
+    let _mount = Mount(mnt.clone());
+    let (ledger, _) = open(&mnt, 1);
+    check(&ledger, "t/s/before", 1, Decision::Accepted);
+    let filler = fill(&mnt);
+    let big = |key: &str| {
+        let (mut a, rx) = admission(key, 3, 0, 5);
+        a.body = vec![b'x'; 256 * 1024];
+        assert!(ledger.admit(a).is_ok());
+        rx.recv().expect("reply")
+    };
+    assert_eq!(big("t/s/full"), Decision::Unavailable);
+    assert!(!ledger.healthy());
+    std::fs::remove_file(filler).expect("free the space");
+    // RocksDB keeps a failed WAL write as a background error: the open DB stays read-only
+    // even after space is freed, so the ledger keeps failing closed until it is reopened.
+    check(&ledger, "t/s/after-free", 4, Decision::Unavailable);
+    assert!(!ledger.healthy());
+    drop(ledger);
+    let (ledger, _) = open(&mnt, 1);
+    assert!(ledger.event("t/s/full").expect("reads").is_none(), "nothing was admitted");
+    check(&ledger, "t/s/before", 1, Decision::Duplicate);
+    check(&ledger, "t/s/full", 3, Decision::Accepted);
+    assert!(ledger.healthy());
+}

@@ -1,0 +1,546 @@
+//! The shard writer: one thread per shard, the only writer of its column families (invariant
+//! 3), so "read the claim, then write it" is atomic without a lock (R10).
+//!
+//! Each turn it blocks for one item, drains more without blocking (up to `COMMIT_BATCH_MAX`),
+//! decides every item against the DB plus this drain's own overlay (two copies of one key in
+//! one drain), writes ONE `WriteBatch` (synced: group commit), and only after the write
+//! returned calls the replies (invariant 1, R14). A failed write answers every admission
+//! `Unavailable` (fail closed, R15) and every settlement `false`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{select, Receiver};
+use rocksdb::{WriteBatch, WriteOptions};
+
+use super::codec::{self, Claim, EventState, InboxRecord, QuarantineRecord, RejectRecord};
+use super::store::{self, Db, CF_META, CF_QUARANTINE, CF_REJECTED};
+use super::{Admission, Decision, Outcome, RejectedRecord, Reply, Settlement};
+use crate::clock;
+use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, COMMIT_BATCH_MAX};
+use crate::metrics::Metrics;
+
+/// State shared by the handle and every shard writer (atomics and read-only config only).
+pub(super) struct Shared {
+    /// False after a failed write until a later write succeeds.
+    pub healthy: AtomicBool,
+    /// Set when a writer thread ended by panicking (broken invariant).
+    pub writer_died: AtomicBool,
+    /// Where the writers record commit figures and gauges.
+    pub metrics: Arc<Metrics>,
+    /// Woken after a commit that added schedule entries (the dispatcher waits on it).
+    pub notify: Arc<tokio::sync::Notify>,
+    /// Configured source ids, by source index (DLQ counters are keyed by id in `meta`).
+    pub source_ids: Vec<String>,
+    /// Rejected records dropped because the reject queue was full.
+    pub rejects_dropped: AtomicU64,
+    /// Whether batches are written with `sync = true`.
+    pub sync: bool,
+}
+
+/// Something queued for a writer that must be answered exactly once, even if it is dropped
+/// unprocessed (shutdown, a writer that died): then it fails closed.
+pub(super) trait FailClosed {
+    /// Answers the item as "not done".
+    fn fail(self);
+}
+
+impl FailClosed for Admission {
+    fn fail(self) {
+        (self.reply)(Decision::Unavailable);
+    }
+}
+
+impl FailClosed for Settlement {
+    fn fail(self) {
+        (self.reply)(false);
+    }
+}
+
+/// A queued item; dropping it unprocessed calls [`FailClosed::fail`].
+pub(super) struct Queued<T: FailClosed>(Option<T>);
+
+impl<T: FailClosed> Queued<T> {
+    /// Wraps an item for a queue.
+    pub fn new(item: T) -> Queued<T> {
+        Queued(Some(item))
+    }
+
+    /// Takes the item out; the wrapper then drops silently.
+    pub fn take(mut self) -> T {
+        self.0.take().expect("a queued item is taken once")
+    }
+}
+
+impl<T: FailClosed> Drop for Queued<T> {
+    fn drop(&mut self) {
+        if let Some(item) = self.0.take() {
+            item.fail();
+        }
+    }
+}
+
+/// The receiving ends of one shard's queues.
+pub(super) struct Queues {
+    /// Admissions (`SHARD_QUEUE_MAX`).
+    pub admit: Receiver<Queued<Admission>>,
+    /// Settlements (`SETTLE_QUEUE_MAX`).
+    pub settle: Receiver<Queued<Settlement>>,
+    /// Rejected records (`REJECT_QUEUE_MAX`).
+    pub reject: Receiver<RejectedRecord>,
+    /// Disconnected by `shutdown`.
+    pub stop: Receiver<()>,
+    /// Test seam: the writer waits for this to disconnect before its first drain.
+    pub gate: Option<Receiver<()>>,
+}
+
+enum Item {
+    Admit(Queued<Admission>),
+    Settle(Queued<Settlement>),
+    Reject(RejectedRecord),
+}
+
+/// One shard's writer and the in-memory state it alone owns.
+pub(super) struct Writer {
+    shard: usize,
+    db: Arc<Db>,
+    shared: Arc<Shared>,
+    next_seq: u64,
+    dlq: HashMap<u32, u64>,
+    rejects_written: u32,
+    cf_claims: String,
+    cf_inbox: String,
+    cf_schedule: String,
+}
+
+/// A settlement's reply: called with whether it was durably written.
+type SettleReply = Box<dyn FnOnce(bool) + Send>;
+
+/// Everything one drain decided, applied to memory and answered only after its write.
+struct Drain {
+    batch: WriteBatch,
+    claims: HashMap<String, Claim>,
+    schedule: HashMap<[u8; 16], bool>,
+    next_seq: u64,
+    dlq: HashMap<u32, u64>,
+    pending_delta: HashMap<u32, i64>,
+    dead_delta: HashMap<u32, i64>,
+    admissions: Vec<(Reply, Decision)>,
+    settlements: Vec<(SettleReply, bool)>,
+    durable_writes: usize,
+    rejects: usize,
+    scheduled: bool,
+}
+
+impl Drain {
+    fn new(next_seq: u64) -> Drain {
+        Drain {
+            batch: WriteBatch::default(),
+            claims: HashMap::new(),
+            schedule: HashMap::new(),
+            next_seq,
+            dlq: HashMap::new(),
+            pending_delta: HashMap::new(),
+            dead_delta: HashMap::new(),
+            admissions: Vec::new(),
+            settlements: Vec::new(),
+            durable_writes: 0,
+            rejects: 0,
+            scheduled: false,
+        }
+    }
+
+    fn items(&self) -> usize {
+        self.admissions.len() + self.settlements.len()
+    }
+
+    /// Calls every reply: decisions stand only if the write succeeded.
+    fn answer(self, written: bool) {
+        for (reply, decision) in self.admissions {
+            reply(if written { decision } else { Decision::Unavailable });
+        }
+        for (reply, ok) in self.settlements {
+            reply(written && ok);
+        }
+    }
+}
+
+/// Marks the ledger unhealthy if the writer thread unwinds (a broken invariant).
+struct DeathGuard(Arc<Shared>);
+
+impl Drop for DeathGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.writer_died.store(true, Ordering::SeqCst);
+            self.0.healthy.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Writer {
+    /// A writer for `shard`, resuming at `next_seq` with the shard's DLQ counters.
+    pub fn new(
+        shard: usize,
+        db: Arc<Db>,
+        shared: Arc<Shared>,
+        next_seq: u64,
+        dlq: HashMap<u32, u64>,
+    ) -> Writer {
+        Writer {
+            shard,
+            db,
+            shared,
+            next_seq,
+            dlq,
+            rejects_written: 0,
+            cf_claims: store::cf_claims(shard),
+            cf_inbox: store::cf_inbox(shard),
+            cf_schedule: store::cf_schedule(shard),
+        }
+    }
+
+    /// The thread body: drain, decide, commit, reply, until `stop` disconnects. Items left in
+    /// the queues are then dropped, which answers them `Unavailable` / `false`.
+    pub fn run(mut self, q: Queues) {
+        let _guard = DeathGuard(Arc::clone(&self.shared));
+        if let Some(gate) = &q.gate {
+            let _ = gate.recv();
+        }
+        while let Some(first) = next_item(&q) {
+            let items = drain_more(first, &q);
+            self.process(items);
+        }
+        while q.admit.try_recv().is_ok() || q.settle.try_recv().is_ok() {}
+    }
+
+    fn process(&mut self, items: Vec<Item>) {
+        let mut d = Drain::new(self.next_seq);
+        for item in items {
+            match item {
+                Item::Admit(a) => self.admit(&mut d, a.take()),
+                Item::Settle(s) => self.settle(&mut d, s.take()),
+                Item::Reject(r) => self.reject(&mut d, &r),
+            }
+        }
+        let written = d.durable_writes + d.rejects == 0 || self.commit(&mut d);
+        if written {
+            self.apply(&mut d);
+        }
+        d.answer(written);
+    }
+
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        store::cf(&self.db, name)
+    }
+
+    /// The stored claim of `key`. A claim that fails to decode is a broken invariant: panic
+    /// rather than ever overwrite it.
+    fn read_claim(&self, key: &str) -> Result<Option<Claim>, rocksdb::Error> {
+        let Some(v) = self.db.get_pinned_cf(self.cf(&self.cf_claims), key)? else {
+            return Ok(None);
+        };
+        match codec::decode_claim(&v) {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => panic!(
+                "ledger shard {}: a stored claim fails to decode ({e}); refusing to overwrite it",
+                self.shard
+            ),
+        }
+    }
+
+    fn admit(&mut self, d: &mut Drain, a: Admission) {
+        let first = match d.claims.get(&a.key) {
+            Some(c) => Some(c.fingerprint),
+            None => match self.read_claim(&a.key) {
+                Ok(c) => c.map(|c| c.fingerprint),
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; the admission is answered unavailable.");
+                    d.admissions.push((a.reply, Decision::Unavailable));
+                    return;
+                }
+            },
+        };
+        match first {
+            None => self.accept(d, a),
+            Some(fp) if fp == a.fingerprint => d.admissions.push((a.reply, Decision::Duplicate)),
+            Some(fp) => self.quarantine(d, a, fp),
+        }
+    }
+
+    fn accept(&mut self, d: &mut Drain, a: Admission) {
+        let seq = d.next_seq;
+        d.next_seq += 1;
+        let claim = Claim {
+            state: EventState::Received,
+            attempts: 0,
+            fingerprint: a.fingerprint,
+            seq,
+            source: a.source,
+            secret_id: a.secret_id.clone(),
+            received_at_ms: a.received_at_ms,
+            delivered_at_ms: None,
+            next_attempt_ms: Some(a.received_at_ms),
+            last_error: None,
+        };
+        let record = InboxRecord {
+            key: a.key,
+            source: a.source,
+            received_at_ms: a.received_at_ms,
+            secret_id: a.secret_id,
+            signed_at: a.signed_at,
+            event_type: a.event_type,
+            content_type: a.content_type,
+            body: a.body,
+        };
+        let sk = codec::schedule_key(a.received_at_ms, seq);
+        d.batch.put_cf(self.cf(&self.cf_claims), &record.key, codec::encode_claim(&claim));
+        d.batch.put_cf(self.cf(&self.cf_inbox), codec::seq_key(seq), codec::encode_inbox(&record));
+        d.batch.put_cf(self.cf(&self.cf_schedule), sk, []);
+        d.schedule.insert(sk, true);
+        *d.pending_delta.entry(a.source).or_insert(0) += 1;
+        d.scheduled = true;
+        d.durable_writes += 1;
+        d.claims.insert(record.key, claim);
+        d.admissions.push((a.reply, Decision::Accepted));
+    }
+
+    /// Same key, other fingerprint: record both fingerprints, never touch the first (R11).
+    fn quarantine(&mut self, d: &mut Drain, a: Admission, first_fingerprint: [u8; 32]) {
+        let q = QuarantineRecord {
+            key: a.key,
+            source: a.source,
+            first_fingerprint,
+            new_fingerprint: a.fingerprint,
+            received_at_ms: a.received_at_ms,
+        };
+        let mut k = Vec::with_capacity(26);
+        k.extend_from_slice(&q.received_at_ms.to_be_bytes());
+        k.extend_from_slice(&u16::try_from(self.shard).expect("SHARDS_MAX fits u16").to_be_bytes());
+        k.extend_from_slice(&codec::fnv1a64(q.key.as_bytes()).to_be_bytes());
+        k.extend_from_slice(&q.new_fingerprint[..8]);
+        d.batch.put_cf(self.cf(CF_QUARANTINE), k, codec::encode_quarantine(&q));
+        d.durable_writes += 1;
+        tracing::debug!(shard = self.shard, source = q.source, "Quarantined a conflicting copy.");
+        d.admissions.push((a.reply, Decision::Conflict));
+    }
+
+    /// Whether schedule entry `sk` exists, seen through this drain's overlay.
+    fn scheduled(&self, d: &Drain, sk: &[u8; 16]) -> Result<bool, rocksdb::Error> {
+        match d.schedule.get(sk) {
+            Some(&present) => Ok(present),
+            None => Ok(self.db.get_pinned_cf(self.cf(&self.cf_schedule), sk)?.is_some()),
+        }
+    }
+
+    fn settle(&mut self, d: &mut Drain, s: Settlement) {
+        let sk = codec::schedule_key(s.due_ms, s.seq);
+        match self.scheduled(d, &sk) {
+            // Already settled (or moved): a no-op, never a second transition.
+            Ok(false) => d.settlements.push((s.reply, true)),
+            Ok(true) => self.transition(d, s, sk),
+            Err(e) => {
+                tracing::error!(shard = self.shard, error = %e, "The ledger could not read a schedule entry; the settlement is refused.");
+                d.settlements.push((s.reply, false));
+            }
+        }
+    }
+
+    /// The key and source of the inbox record behind schedule entry (`due_ms`, `seq`), and its
+    /// claim; either missing is a broken invariant.
+    fn load_settled(&self, d: &Drain, due_ms: u64, seq: u64) -> (String, Claim) {
+        let context = |what: &str| {
+            format!("ledger shard {}: schedule entry (due {due_ms}, seq {seq}): {what}", self.shard)
+        };
+        let head = self
+            .db
+            .get_pinned_cf(self.cf(&self.cf_inbox), codec::seq_key(seq))
+            .unwrap_or_else(|e| panic!("{}", context(&format!("inbox read failed: {e}"))))
+            .unwrap_or_else(|| panic!("{}", context("no inbox record")));
+        let (key, _) = codec::decode_inbox_head(&head)
+            .unwrap_or_else(|e| panic!("{}", context(&format!("inbox record: {e}"))));
+        let claim = match d.claims.get(&key) {
+            Some(c) => c.clone(),
+            None => self
+                .read_claim(&key)
+                .unwrap_or_else(|e| panic!("{}", context(&format!("claim read failed: {e}"))))
+                .unwrap_or_else(|| panic!("{}", context("no claim"))),
+        };
+        assert_eq!(claim.seq, seq, "{}", context("claim points at another seq"));
+        (key, claim)
+    }
+
+    fn transition(&mut self, d: &mut Drain, s: Settlement, sk: [u8; 16]) {
+        let (key, mut claim) = self.load_settled(d, s.due_ms, s.seq);
+        claim.attempts = s.attempts;
+        d.batch.delete_cf(self.cf(&self.cf_schedule), sk);
+        d.schedule.insert(sk, false);
+        match s.outcome {
+            Outcome::Retry { next_ms, error } => {
+                claim.state = EventState::Failed;
+                claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
+                claim.next_attempt_ms = Some(next_ms);
+                let next = codec::schedule_key(next_ms, s.seq);
+                d.batch.put_cf(self.cf(&self.cf_schedule), next, []);
+                d.schedule.insert(next, true);
+                d.scheduled = true;
+            }
+            Outcome::Delivered { at_ms } => {
+                claim.state = EventState::Delivered;
+                claim.delivered_at_ms = Some(at_ms);
+                claim.next_attempt_ms = None;
+                *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+            }
+            Outcome::Dead { error } => {
+                claim.state = EventState::Dead;
+                claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
+                claim.next_attempt_ms = None;
+                *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                self.count_dead(d, claim.source);
+            }
+        }
+        d.batch.put_cf(self.cf(&self.cf_claims), &key, codec::encode_claim(&claim));
+        d.claims.insert(key, claim);
+        d.durable_writes += 1;
+        d.settlements.push((s.reply, true));
+    }
+
+    /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).
+    fn count_dead(&self, d: &mut Drain, source: u32) {
+        *d.dead_delta.entry(source).or_insert(0) += 1;
+        let Some(id) = self.shared.source_ids.get(source as usize) else {
+            tracing::warn!(
+                shard = self.shard,
+                source,
+                "A dead event's source is not configured; its DLQ counter is not kept."
+            );
+            return;
+        };
+        let now = self.dlq.get(&source).copied().unwrap_or(0);
+        let count = d.dlq.entry(source).or_insert(now);
+        *count += 1;
+        d.batch.put_cf(self.cf(CF_META), store::meta_dlq(self.shard, id), count.to_be_bytes());
+    }
+
+    /// A minimised rejected record (R23): metadata and fingerprint, never the body.
+    fn reject(&mut self, d: &mut Drain, r: &RejectedRecord) {
+        let record = RejectRecord {
+            source: r.source,
+            received_at_ms: r.received_at_ms,
+            reason: r.reason.to_owned(),
+            event_id: r.event_id.clone(),
+            body_bytes: r.body_bytes as u64,
+            fingerprint: r.fingerprint,
+        };
+        self.rejects_written = self.rejects_written.wrapping_add(1);
+        let mut k = Vec::with_capacity(22);
+        k.extend_from_slice(&r.received_at_ms.to_be_bytes());
+        k.extend_from_slice(&u16::try_from(self.shard).expect("SHARDS_MAX fits u16").to_be_bytes());
+        k.extend_from_slice(&r.fingerprint[..8]);
+        k.extend_from_slice(&self.rejects_written.to_be_bytes());
+        d.batch.put_cf(self.cf(CF_REJECTED), k, codec::encode_reject(&record));
+        d.rejects += 1;
+    }
+
+    /// Writes the drain's batch (synced when it holds admissions or settlements). Returns
+    /// whether it was written; records commit figures and health.
+    fn commit(&self, d: &mut Drain) -> bool {
+        if d.next_seq != self.next_seq {
+            let meta = self.cf(CF_META);
+            d.batch.put_cf(meta, store::meta_seq(self.shard), d.next_seq.to_be_bytes());
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(self.shared.sync && d.durable_writes > 0);
+        let batch = std::mem::take(&mut d.batch);
+        let started = clock::monotonic();
+        let result = self.db.write_opt(batch, &opts);
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match result {
+            Ok(()) => {
+                self.record(micros, d.items());
+                self.shared.healthy.store(true, Ordering::SeqCst);
+                true
+            }
+            Err(e) => {
+                self.shared.healthy.store(false, Ordering::SeqCst);
+                tracing::error!(shard = self.shard, error = %e, items = d.items(), "The ledger could not write a batch; its admissions are answered unavailable.");
+                false
+            }
+        }
+    }
+
+    fn record(&self, micros: u64, items: usize) {
+        let stats = &self.shared.metrics.ledger;
+        stats
+            .commit_us
+            .lock()
+            .expect("histogram lock is never poisoned")
+            .saturating_record(micros.max(1));
+        if items > 0 {
+            let mut h = stats.batch_events.lock().expect("histogram lock is never poisoned");
+            h.saturating_record(items as u64);
+        }
+    }
+
+    /// After a successful write: adopt the drain's seq and counters, move the gauges, wake
+    /// the dispatcher if something became due.
+    fn apply(&mut self, d: &mut Drain) {
+        self.next_seq = d.next_seq;
+        self.dlq.extend(d.dlq.drain());
+        let stats = &self.shared.metrics.ledger;
+        for (&source, &delta) in &d.pending_delta {
+            if let Some(g) = stats.inbox_pending.get(source as usize) {
+                g.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+        for (&source, &delta) in &d.dead_delta {
+            if let Some(g) = stats.dlq_depth.get(source as usize) {
+                g.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+        if d.scheduled {
+            self.shared.notify.notify_one();
+        }
+    }
+}
+
+/// Blocks for the next item; `None` once `stop` disconnects (or every queue does).
+fn next_item(q: &Queues) -> Option<Item> {
+    select! {
+        recv(q.admit) -> m => m.ok().map(Item::Admit),
+        recv(q.settle) -> m => m.ok().map(Item::Settle),
+        recv(q.reject) -> m => m.ok().map(Item::Reject),
+        recv(q.stop) -> _ => None,
+    }
+}
+
+/// Adds whatever is already queued, without blocking, up to `COMMIT_BATCH_MAX` items.
+fn drain_more(first: Item, q: &Queues) -> Vec<Item> {
+    let mut items = vec![first];
+    loop {
+        let before = items.len();
+        for take in [take_admit, take_settle, take_reject] {
+            if items.len() == COMMIT_BATCH_MAX {
+                return items;
+            }
+            if let Some(item) = take(q) {
+                items.push(item);
+            }
+        }
+        if items.len() == before {
+            return items;
+        }
+    }
+}
+
+fn take_admit(q: &Queues) -> Option<Item> {
+    q.admit.try_recv().ok().map(Item::Admit)
+}
+
+fn take_settle(q: &Queues) -> Option<Item> {
+    q.settle.try_recv().ok().map(Item::Settle)
+}
+
+fn take_reject(q: &Queues) -> Option<Item> {
+    q.reject.try_recv().ok().map(Item::Reject)
+}

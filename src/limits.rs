@@ -1,0 +1,38 @@
+//! Every compile-time bound of hookwall, in one place (TigerBeetle style: a limit on everything,
+//! named `*_max`). Runtime-configurable bounds (`body_bytes_max`, `header_bytes_max`, …) live in
+//! the config; these are the fixed ones, with const assertions between them.
+
+/// Most headers one request may carry; more is answered 431 (SPEC §3).
+pub const HEADER_COUNT_MAX: usize = 64;
+/// Longest provider event id accepted, in bytes; longer ids are `schema_rejected` (R13).
+pub const EVENT_ID_BYTES_MAX: usize = 255;
+/// Longest event type kept, in bytes; longer types are `schema_rejected`.
+pub const EVENT_TYPE_BYTES_MAX: usize = 255;
+/// Admissions that may wait for one shard writer; a full queue answers 503 `overloaded`.
+pub const SHARD_QUEUE_MAX: usize = 8192;
+/// Most admissions decided in one group-commit `WriteBatch`.
+pub const COMMIT_BATCH_MAX: usize = 1024;
+/// Most secrets one source may hold (rotation overlap, R3).
+pub const SECRETS_PER_SOURCE_MAX: usize = 16;
+/// Most signatures read from one signature header (e.g. several `v1=` in Stripe's header).
+pub const SIGNATURES_PER_HEADER_MAX: usize = 16;
+/// Most open connections per ingress core; further accepts are closed at once.
+pub const CONNECTIONS_PER_CORE_MAX: usize = 16_384;
+/// Size of one receive buffer in the io_uring provided-buffer ring, in bytes.
+pub const RECV_BUFFER_BYTES: usize = 16_384;
+/// Buffers in each core's provided-buffer ring (a power of two, as the kernel requires).
+pub const RECV_BUFFERS_PER_CORE: u16 = 1024;
+/// Most ledger shards (one writer thread each).
+pub const SHARDS_MAX: usize = 64;
+/// Most ingress cores.
+pub const CORES_MAX: usize = 256;
+/// Most settlements (dispatch results) waiting for one shard writer.
+pub const SETTLE_QUEUE_MAX: usize = 65_536;
+/// Most schedule entries one dispatcher scan reads from one shard.
+pub const DISPATCH_SCAN_MAX: usize = 1024;
+/// Longest error text kept per attempt in the ledger, in bytes.
+pub const ATTEMPT_ERROR_BYTES_MAX: usize = 512;
+
+const _: () = assert!(RECV_BUFFERS_PER_CORE.is_power_of_two());
+const _: () = assert!(COMMIT_BATCH_MAX <= SHARD_QUEUE_MAX);
+const _: () = assert!(CORES_MAX >= SHARDS_MAX);

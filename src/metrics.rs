@@ -1,0 +1,169 @@
+//! Metric storage: per-core counters and HdrHistograms, summed/merged only at scrape time
+//! (invariant 4: shards share nothing but bounded channels and counters read at scrape).
+//! The closed list of names is in [`crate::admin`]'s exposition; labels come only from config
+//! ids and fixed codes (R28).
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+
+use crate::answer::Answer;
+
+/// Latency histograms record microseconds from 1 µs to 10 minutes, 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// Counters of one ingress core.
+pub struct CoreStats {
+    sources: usize,
+    /// `[source][Answer::index]` request counts; requests with no known source count under
+    /// the extra last "source" slot.
+    requests: Box<[AtomicU64]>,
+    /// Per source: ack latency in µs (request fully read → response queued).
+    ack_latency_us: Box<[Mutex<Histogram<u64>>]>,
+    /// Open connections on this core.
+    pub connections_open: AtomicI64,
+}
+
+impl CoreStats {
+    /// Counters for `sources` configured sources.
+    pub fn new(sources: usize) -> CoreStats {
+        let slots = (sources + 1) * Answer::ALL.len();
+        CoreStats {
+            sources,
+            requests: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            ack_latency_us: (0..sources).map(|_| Mutex::new(latency_histogram())).collect(),
+            connections_open: AtomicI64::new(0),
+        }
+    }
+
+    /// Counts one answer for `source` (`None` = unknown source / before routing).
+    pub fn count(&self, source: Option<usize>, answer: Answer) {
+        let s = source.unwrap_or(self.sources).min(self.sources);
+        self.requests[s * Answer::ALL.len() + answer.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records one ack latency for `source`, in µs.
+    pub fn record_ack_us(&self, source: usize, micros: u64) {
+        if let Some(h) = self.ack_latency_us.get(source) {
+            h.lock().expect("histogram lock is never poisoned").saturating_record(micros.max(1));
+        }
+    }
+
+    /// Requests counted for (`source`, `answer`); `None` = the unknown-source slot.
+    pub fn requests(&self, source: Option<usize>, answer: Answer) -> u64 {
+        let s = source.unwrap_or(self.sources).min(self.sources);
+        self.requests[s * Answer::ALL.len() + answer.index()].load(Ordering::Relaxed)
+    }
+
+    /// Adds this core's ack latency histogram for `source` into `into`.
+    pub fn merge_ack_into(&self, source: usize, into: &mut Histogram<u64>) {
+        if let Some(h) = self.ack_latency_us.get(source) {
+            let h = h.lock().expect("histogram lock is never poisoned");
+            into.add(&*h).expect("histograms share bounds");
+        }
+    }
+}
+
+/// Ledger counters, written by the shard writers.
+pub struct LedgerStats {
+    /// Duration of each synced `WriteBatch` write, µs.
+    pub commit_us: Mutex<Histogram<u64>>,
+    /// Admissions + settlements per committed batch.
+    pub batch_events: Mutex<Histogram<u64>>,
+    /// Per source: admitted events not yet settled (gauge).
+    pub inbox_pending: Box<[AtomicI64]>,
+    /// Per source: dead-lettered events (gauge).
+    pub dlq_depth: Box<[AtomicI64]>,
+}
+
+impl LedgerStats {
+    /// Empty stats for `sources` sources.
+    pub fn new(sources: usize) -> LedgerStats {
+        LedgerStats {
+            commit_us: Mutex::new(latency_histogram()),
+            batch_events: Mutex::new(
+                Histogram::new_with_bounds(1, 1 << 20, 3)
+                    .expect("static histogram bounds are valid"),
+            ),
+            inbox_pending: (0..sources).map(|_| AtomicI64::new(0)).collect(),
+            dlq_depth: (0..sources).map(|_| AtomicI64::new(0)).collect(),
+        }
+    }
+}
+
+/// Outcome label of `hookwall_dispatch_attempts_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// 2xx.
+    Delivered,
+    /// Retryable failure, retry scheduled.
+    Retry,
+    /// Dead-lettered.
+    Dead,
+}
+
+impl AttemptOutcome {
+    /// Every outcome, label order.
+    pub const ALL: [AttemptOutcome; 3] =
+        [AttemptOutcome::Delivered, AttemptOutcome::Retry, AttemptOutcome::Dead];
+
+    /// Metric label.
+    pub fn code(self) -> &'static str {
+        match self {
+            AttemptOutcome::Delivered => "delivered",
+            AttemptOutcome::Retry => "retry",
+            AttemptOutcome::Dead => "dead",
+        }
+    }
+}
+
+/// Dispatcher counters.
+pub struct DispatchStats {
+    destinations: usize,
+    /// `[destination][AttemptOutcome]` attempt counts.
+    attempts: Box<[AtomicU64]>,
+    /// Per destination: accepted → delivered latency, µs.
+    pub delivery_latency_us: Box<[Mutex<Histogram<u64>>]>,
+}
+
+impl DispatchStats {
+    /// Empty stats for `destinations` destinations.
+    pub fn new(destinations: usize) -> DispatchStats {
+        DispatchStats {
+            destinations,
+            attempts: (0..destinations * 3).map(|_| AtomicU64::new(0)).collect(),
+            delivery_latency_us: (0..destinations)
+                .map(|_| Mutex::new(latency_histogram()))
+                .collect(),
+        }
+    }
+
+    /// Counts one attempt.
+    pub fn count(&self, destination: usize, outcome: AttemptOutcome) {
+        let i = destination.min(self.destinations.saturating_sub(1)) * 3
+            + AttemptOutcome::ALL.iter().position(|o| *o == outcome).expect("in ALL");
+        if let Some(c) = self.attempts.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Attempts counted for (`destination`, `outcome`).
+    pub fn attempts(&self, destination: usize, outcome: AttemptOutcome) -> u64 {
+        let i = destination * 3
+            + AttemptOutcome::ALL.iter().position(|o| *o == outcome).expect("in ALL");
+        self.attempts.get(i).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Every metric of one running hookwall.
+pub struct Metrics {
+    /// One per ingress core.
+    pub cores: Vec<std::sync::Arc<CoreStats>>,
+    /// Ledger.
+    pub ledger: LedgerStats,
+    /// Dispatcher.
+    pub dispatch: DispatchStats,
+}

@@ -1,0 +1,142 @@
+//! The life of one webhook request as named phases (pingora style): route → verify → inspect →
+//! admit. Everything here is pure and per-request: it reads no clock of its own (`now` comes
+//! in), does no IO, and takes no locks; the only hand-off is the [`Admission`] given to the
+//! ledger by the caller.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::answer::Answer;
+use crate::config::{Config, SourceConfig};
+use crate::http::{Head, Request};
+use crate::inspect::{self, SchemaReject};
+use crate::ledger::{Admission, RejectedRecord, Reply};
+use crate::verify::{self, Reject};
+
+/// Ingress routes: `POST /webhooks/{source id}` (SPEC §3).
+pub const WEBHOOK_PREFIX: &str = "/webhooks/";
+
+/// The routing table of one configuration: source id → index in `Config::sources`.
+#[derive(Debug)]
+pub struct Routes {
+    by_id: HashMap<String, usize>,
+}
+
+impl Routes {
+    /// Builds the table from the validated config (ids are unique there).
+    pub fn new(config: &Config) -> Routes {
+        let by_id = config.sources.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect();
+        Routes { by_id }
+    }
+
+    /// The source a path names, if any (for counting early answers under their source).
+    pub fn lookup(&self, path: &str) -> Option<usize> {
+        path.strip_prefix(WEBHOOK_PREFIX).and_then(|id| self.by_id.get(id)).copied()
+    }
+
+    /// Phase 1, on the head alone: which source, or the early answer (404, 405) — decided
+    /// before any body byte is read.
+    ///
+    /// # Errors
+    /// `Answer::UnknownSource` or `Answer::MethodNotAllowed`.
+    pub fn route(&self, head: &Head) -> Result<usize, Answer> {
+        let source = self.lookup(head.path()).ok_or(Answer::UnknownSource)?;
+        if head.method != "POST" {
+            return Err(Answer::MethodNotAllowed);
+        }
+        Ok(source)
+    }
+}
+
+/// What to do with a complete, routed request.
+pub enum Handled {
+    /// Answer now; nothing is admitted. The id is echoed when known.
+    Answer(Answer, Option<String>),
+    /// A schema reject: answer 400 and keep this minimised record (R23).
+    Rejected(RejectedRecord),
+    /// Authentic, fresh and well-formed: hand to the ledger, answer with its decision.
+    Admit(Admission),
+}
+
+/// Maps a verification failure to its answer (all 401, SPEC §3).
+pub fn reject_answer(reject: Reject) -> Answer {
+    match reject {
+        Reject::SignatureMissing => Answer::SignatureMissing,
+        Reject::SignatureInvalid => Answer::SignatureInvalid,
+        Reject::Stale => Answer::Stale,
+    }
+}
+
+/// Phases 2–4 for one complete request of `source`: verify (R1–R7), inspect (R8, R11, R13,
+/// R23), and build the admission. `now_unix_s`/`now_unix_ms` are the receive time; `reply`
+/// is only used (moved into the admission) when the result is [`Handled::Admit`].
+pub fn handle(
+    source_index: usize,
+    source: &SourceConfig,
+    req: Request,
+    now_unix_ms: u64,
+    reply: Reply,
+) -> Handled {
+    let now_unix_s = i64::try_from(now_unix_ms / 1000).expect("seconds since 1970 fit in i64");
+    let verified = match verify::verify(source, &req, now_unix_s) {
+        Ok(v) => v,
+        Err(reject) => return Handled::Answer(reject_answer(reject), None),
+    };
+    let inspected = match inspect::inspect(source, &req) {
+        Ok(i) => i,
+        Err(reason) => return Handled::Rejected(rejected(source_index, &req, reason, now_unix_ms)),
+    };
+    let key = format!("{}/{}/{}", source.tenant, source.id, inspected.event_id);
+    let content_type = req.header("content-type").map(<[u8]>::to_vec);
+    Handled::Admit(Admission {
+        key,
+        source: u32::try_from(source_index).expect("source count is bounded"),
+        fingerprint: inspected.fingerprint,
+        event_type: inspected.event_type,
+        secret_id: source.secrets[verified.secret_index].id.clone(),
+        signed_at: verified.signed_at,
+        received_at_ms: now_unix_ms,
+        content_type,
+        body: req.body,
+        reply,
+    })
+}
+
+fn rejected(
+    source: usize,
+    req: &Request,
+    reason: SchemaReject,
+    now_unix_ms: u64,
+) -> RejectedRecord {
+    RejectedRecord {
+        source: u32::try_from(source).expect("source count is bounded"),
+        received_at_ms: now_unix_ms,
+        reason: reason.reason(),
+        event_id: None,
+        body_bytes: req.body.len(),
+        fingerprint: inspect::fingerprint(&req.body),
+    }
+}
+
+/// The event id part of an idempotency key `tenant/source/event id` (the id may itself
+/// contain `/`).
+pub fn event_id_of(key: &str) -> &str {
+    key.splitn(3, '/').nth(2).unwrap_or("")
+}
+
+/// Shared, read-only state of the request pipeline, one per running configuration.
+#[derive(Debug)]
+pub struct Pipeline {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// Source routing.
+    pub routes: Routes,
+}
+
+impl Pipeline {
+    /// Builds the pipeline for `config`.
+    pub fn new(config: Arc<Config>) -> Pipeline {
+        let routes = Routes::new(&config);
+        Pipeline { config, routes }
+    }
+}

@@ -1,0 +1,375 @@
+//! Runs the real `hookwall serve` binary: writes a config into a temp directory (ledger there
+//! too, unless a test puts it elsewhere), picks free loopback ports, starts the child with its
+//! stderr in a file, waits for `/readyz` to answer 200, and kills the child on drop.
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::client::{self, Response};
+use crate::sign::{self, Provider};
+
+/// How long a start may take until `/readyz` answers 200 (RocksDB open included).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a graceful stop (SIGTERM) may take.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a test waits for a forward to reach the sink.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `server.io`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// `"io_uring"`.
+    IoUring,
+    /// `"epoll"`.
+    Epoll,
+    /// `"auto"`.
+    Auto,
+}
+
+impl Io {
+    fn name(self) -> &'static str {
+        match self {
+            Io::IoUring => "io_uring",
+            Io::Epoll => "epoll",
+            Io::Auto => "auto",
+        }
+    }
+}
+
+/// One `[[source]]`.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Source id (path segment).
+    pub id: &'static str,
+    /// Tenant.
+    pub tenant: &'static str,
+    /// Provider.
+    pub provider: Provider,
+    /// `(key id, secret value)` in config order.
+    pub secrets: Vec<(&'static str, &'static str)>,
+}
+
+impl Source {
+    /// The idempotency key hookwall gives event `id` of this source.
+    pub fn key(&self, id: &str) -> String {
+        format!("{}/{}/{id}", self.tenant, self.id)
+    }
+}
+
+/// `stripe-a`: Stripe, one key `k1`.
+pub fn stripe_a() -> Source {
+    Source {
+        id: "stripe-a",
+        tenant: "acme",
+        provider: Provider::Stripe,
+        secrets: vec![("k1", sign::STRIPE_SECRET)],
+    }
+}
+
+/// `stripe-rot`: Stripe during a rotation, keys `k-old` (listed first) and `k-new`.
+pub fn stripe_rot() -> Source {
+    Source {
+        id: "stripe-rot",
+        tenant: "acme",
+        provider: Provider::Stripe,
+        secrets: vec![("k-old", sign::STRIPE_OLD_SECRET), ("k-new", sign::STRIPE_NEW_SECRET)],
+    }
+}
+
+/// `github-a`: GitHub, one key `k1`.
+pub fn github_a() -> Source {
+    Source {
+        id: "github-a",
+        tenant: "acme",
+        provider: Provider::Github,
+        secrets: vec![("k1", sign::GITHUB_SECRET)],
+    }
+}
+
+/// `standard-a`: Standard Webhooks, one key `k1`, another tenant.
+pub fn standard_a() -> Source {
+    Source {
+        id: "standard-a",
+        tenant: "globex",
+        provider: Provider::Standard,
+        secrets: vec![("k1", sign::STANDARD_SECRET)],
+    }
+}
+
+/// Everything a test may vary in the config.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// `server.io`.
+    pub io: Io,
+    /// `server.cores`.
+    pub cores: usize,
+    /// `server.body_bytes_max`.
+    pub body_bytes_max: usize,
+    /// `server.header_bytes_max`.
+    pub header_bytes_max: usize,
+    /// `[ledger] path`.
+    pub ledger: PathBuf,
+    /// Sources (all forward to the one destination `sink`).
+    pub sources: Vec<Source>,
+    /// `destination.url`.
+    pub destination_url: String,
+    /// `destination.attempts_max`.
+    pub attempts_max: u32,
+    /// `destination.backoff_min`.
+    pub backoff_min: &'static str,
+    /// `destination.backoff_max`.
+    pub backoff_max: &'static str,
+}
+
+impl Setup {
+    /// The default setup: the four sources above, ledger `dir/ledger`, 2 cores, fast retries.
+    pub fn new(io: Io, dir: &Path, destination_url: &str) -> Setup {
+        Setup {
+            io,
+            cores: 2,
+            body_bytes_max: 1_048_576,
+            header_bytes_max: 16_384,
+            ledger: dir.join("ledger"),
+            sources: vec![stripe_a(), stripe_rot(), github_a(), standard_a()],
+            destination_url: destination_url.to_owned(),
+            attempts_max: 5,
+            backoff_min: "10ms",
+            backoff_max: "50ms",
+        }
+    }
+
+    /// The TOML text for this setup on the given ports.
+    pub fn toml(&self, listen: SocketAddr, admin: SocketAddr) -> String {
+        let mut t = String::new();
+        let _ = writeln!(t, "[server]");
+        let _ = writeln!(t, "listen = {}", quote(&listen.to_string()));
+        let _ = writeln!(t, "admin_listen = {}", quote(&admin.to_string()));
+        let _ = writeln!(t, "cores = {}", self.cores);
+        let _ = writeln!(t, "io = {}", quote(self.io.name()));
+        let _ = writeln!(t, "body_bytes_max = {}", self.body_bytes_max);
+        let _ = writeln!(t, "header_bytes_max = {}", self.header_bytes_max);
+        let _ = writeln!(t, "read_timeout = \"10s\"\n");
+        let _ = writeln!(t, "[ledger]");
+        let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));
+        let _ = writeln!(t, "sync = true\n");
+        for s in &self.sources {
+            let _ = writeln!(t, "[[source]]");
+            let _ = writeln!(t, "id = {}", quote(s.id));
+            let _ = writeln!(t, "tenant = {}", quote(s.tenant));
+            let provider = match s.provider {
+                Provider::Stripe => "stripe",
+                Provider::Github => "github",
+                Provider::Standard => "standard",
+            };
+            let _ = writeln!(t, "provider = {}", quote(provider));
+            let secrets: Vec<String> = s
+                .secrets
+                .iter()
+                .map(|(id, value)| format!("{{ id = {}, value = {} }}", quote(id), quote(value)))
+                .collect();
+            let _ = writeln!(t, "secrets = [{}]", secrets.join(", "));
+            let _ = writeln!(t, "destination = \"sink\"\n");
+        }
+        let _ = writeln!(t, "[[destination]]");
+        let _ = writeln!(t, "id = \"sink\"");
+        let _ = writeln!(t, "url = {}", quote(&self.destination_url));
+        let _ = writeln!(t, "timeout = \"5s\"");
+        let _ = writeln!(t, "attempts_max = {}", self.attempts_max);
+        let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
+        let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
+        let _ = writeln!(t, "concurrency_max = 16");
+        t
+    }
+}
+
+/// A TOML basic string (JSON string escaping is a subset TOML accepts for these values).
+fn quote(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+/// Two free loopback ports: bound to port 0 together (so they differ), then released.
+fn free_ports() -> (SocketAddr, SocketAddr) {
+    let a = TcpListener::bind("127.0.0.1:0").expect("binding a probe port");
+    let b = TcpListener::bind("127.0.0.1:0").expect("binding a probe port");
+    (a.local_addr().expect("probe address"), b.local_addr().expect("probe address"))
+}
+
+/// A running `hookwall serve`.
+pub struct Hookwall {
+    child: Option<Child>,
+    /// `server.listen`.
+    pub ingress: SocketAddr,
+    /// `server.admin_listen`.
+    pub admin: SocketAddr,
+    /// Where the child's stderr goes.
+    pub stderr_path: PathBuf,
+    /// The setup it runs.
+    pub setup: Setup,
+}
+
+impl Hookwall {
+    /// Writes the config into `dir`, starts the binary and waits for `/readyz` = 200.
+    pub fn start(dir: &Path, setup: &Setup) -> Hookwall {
+        let (ingress, admin) = free_ports();
+        let n = next_start_number();
+        let config_path = dir.join(format!("hookwall-{n}.toml"));
+        std::fs::write(&config_path, setup.toml(ingress, admin)).expect("writing the config");
+        let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
+        let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+            .arg("serve")
+            .arg("-c")
+            .arg(&config_path)
+            .current_dir(dir)
+            .env(
+                "HOOKWALL_LOG",
+                std::env::var("HOOKWALL_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
+            .env_remove("HOOKWALL_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawning hookwall");
+        let mut hw =
+            Hookwall { child: Some(child), ingress, admin, stderr_path, setup: setup.clone() };
+        hw.wait_ready();
+        hw
+    }
+
+    /// Polls `/readyz` until 200; panics with the log if the child exits or the deadline passes.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().expect("try_wait"))
+            {
+                panic!("hookwall exited during start with {status}; stderr:\n{}", self.stderr());
+            }
+            if let Ok(r) = client::try_get(self.admin, "/readyz") {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hookwall not ready within {READY_TIMEOUT:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20)); // poll interval, not a wait for an outcome
+        }
+    }
+
+    /// The child's stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit; returns its status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("hookwall is running");
+        let pid = i32::try_from(child.id()).expect("pid fits in i32");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill(SIGTERM) failed");
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "hookwall did not stop within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20)); // poll interval
+        }
+    }
+
+    /// SIGKILL (kill -9) and reap.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("hookwall is running");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaping hookwall");
+    }
+
+    /// `POST /webhooks/{source}` with `headers` and `body` on a fresh connection.
+    pub fn post(&self, source: &str, headers: &[(String, String)], body: &[u8]) -> Response {
+        client::send_one(self.ingress, "POST", &format!("/webhooks/{source}"), headers, body)
+    }
+
+    /// A delivery of event `id` with `body` to `source`, signed now with the source's first key.
+    pub fn deliver(&self, source: &Source, id: &str, body: &[u8]) -> Response {
+        self.deliver_at(source, id, body, sign::now_unix_s())
+    }
+
+    /// As [`Hookwall::deliver`], signed at `t`.
+    pub fn deliver_at(&self, source: &Source, id: &str, body: &[u8], t: i64) -> Response {
+        let headers = sign::headers(source.provider, source.secrets[0].1, id, t, body);
+        self.post(source.id, &headers, body)
+    }
+
+    /// `GET path` on the admin listener.
+    pub fn admin_get(&self, path: &str) -> Response {
+        client::get(self.admin, path)
+    }
+}
+
+impl Drop for Hookwall {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn next_start_number() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A temp dir, a sink and a running hookwall with the default setup; dropped hookwall first.
+pub struct Fixture {
+    /// The running binary.
+    pub hw: Hookwall,
+    /// The destination.
+    pub sink: crate::sink::Sink,
+    /// Holds config, ledger and logs.
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// Default setup on `io`, destination answering by `script`.
+    pub fn new(io: Io, script: crate::sink::Script) -> Fixture {
+        Fixture::with(io, script, |_| {})
+    }
+
+    /// As [`Fixture::new`], with `edit` applied to the setup first.
+    pub fn with(io: Io, script: crate::sink::Script, edit: impl FnOnce(&mut Setup)) -> Fixture {
+        let dir = tempfile::tempdir().expect("creating a temp dir");
+        let sink = crate::sink::Sink::start(script);
+        let mut setup = Setup::new(io, dir.path(), &sink.url());
+        edit(&mut setup);
+        let hw = Hookwall::start(dir.path(), &setup);
+        Fixture { hw, sink, dir }
+    }
+
+    /// Sends a fresh Stripe event to `stripe-a` and waits for its forward. Forwards of earlier
+    /// admissions are due earlier, so they have been dispatched by then: a test counts forwards
+    /// after this barrier instead of waiting for their absence.
+    pub fn flush_with_marker(&self) {
+        let source = stripe_a();
+        let id = sign::unique_id("evt_marker");
+        let body = sign::body(Provider::Stripe, &id, "marker");
+        let r = self.hw.deliver(&source, &id, &body);
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "marker: {r}");
+        self.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+    }
+}

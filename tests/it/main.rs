@@ -1,0 +1,46 @@
+//! hookwall's integration tests: the real binary (`CARGO_BIN_EXE_hookwall`) on loopback ports,
+//! a temp ledger, an in-process destination that fails on command, and raw HTTP/1.1 so each
+//! test controls framing, pipelining and chunking byte for byte. Requirements (R1…R28) are the
+//! numbered ones of `shared/SEEDS.md`; SPEC § refers to `shared/SPEC.md`.
+//!
+//! Run: `cargo test --release --test it` (the release profile: a debug build would compile
+//! RocksDB a second time). Every wait has a deadline; nothing sleeps where a condition can be
+//! awaited.
+//!
+//! Ingress-facing tests run on both back ends: `on_both_io!` turns `fn name(io: Io)` into the
+//! tests `name::io_uring` and `name::epoll`.
+
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::too_many_lines)]
+
+/// Defines `fn $name(io: Io)` and the tests `$name::io_uring` and `$name::epoll`, one per
+/// ingress back end (`server.io`).
+macro_rules! on_both_io {
+    ($(#[$meta:meta])* fn $name:ident($io:ident: Io) $body:block) => {
+        $(#[$meta])*
+        fn $name($io: crate::harness::Io) $body
+
+        mod $name {
+            #[test]
+            fn io_uring() {
+                super::$name(crate::harness::Io::IoUring);
+            }
+
+            #[test]
+            fn epoll() {
+                super::$name(crate::harness::Io::Epoll);
+            }
+        }
+    };
+}
+
+mod admin;
+mod client;
+mod diskfull;
+mod dispatch;
+mod durability;
+mod harness;
+mod ingress;
+mod metrics;
+mod sign;
+mod sink;
+mod vectors;

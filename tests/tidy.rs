@@ -1,0 +1,74 @@
+//! Tidy checks that keep the module boundaries of ARCHITECTURE.md true (rust-analyzer style):
+//! every source file starts with a `//!` doc comment; only `src/ledger/` imports rocksdb;
+//! only `src/clock.rs` reads time; only the IO modules touch sockets.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("src/ is readable") {
+        let path = entry.expect("directory entry is readable").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(root).expect("under the root").display().to_string();
+            (rel, fs::read_to_string(&p).expect("source is UTF-8"))
+        })
+        .collect()
+}
+
+/// Lines of code outside `#[cfg(test)]` modules (tests may use anything).
+fn non_test_code(text: &str) -> &str {
+    text.split("#[cfg(test)]").next().unwrap_or(text)
+}
+
+fn offenders(allowed: &[&str], needles: &[&str]) -> Vec<String> {
+    sources()
+        .into_iter()
+        .filter(|(path, _)| !allowed.iter().any(|a| path.starts_with(a)))
+        .filter(|(_, text)| needles.iter().any(|n| non_test_code(text).contains(n)))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_doc() {
+    let missing: Vec<String> = sources()
+        .into_iter()
+        .filter(|(_, text)| !text.trim_start().starts_with("//!"))
+        .map(|(path, _)| path)
+        .collect();
+    assert!(missing.is_empty(), "files without a leading //! doc comment: {missing:?}");
+}
+
+#[test]
+fn only_the_ledger_imports_rocksdb() {
+    let found = offenders(&["src/ledger/"], &["rocksdb::", "use rocksdb"]);
+    assert!(found.is_empty(), "rocksdb used outside src/ledger/: {found:?}");
+}
+
+#[test]
+fn only_the_clock_reads_time() {
+    let found = offenders(&["src/clock.rs"], &["SystemTime::now", "Instant::now"]);
+    assert!(found.is_empty(), "time read outside src/clock.rs: {found:?}");
+}
+
+#[test]
+fn only_io_modules_touch_sockets() {
+    let allowed = ["src/ingress/", "src/dispatch/", "src/admin/", "src/server.rs"];
+    let found = offenders(&allowed, &["TcpListener", "TcpStream", "UdpSocket", "socket2::"]);
+    assert!(found.is_empty(), "sockets touched outside the IO modules: {found:?}");
+}
