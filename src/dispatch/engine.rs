@@ -147,8 +147,13 @@ impl Engine {
             // Back-pressure: no new attempts while the shard writers cannot take results.
             return SETTLE_RETRY_WAIT;
         }
+        let free = self.free_slots();
+        if free == 0 {
+            // Every destination is at `concurrency_max`: a finishing attempt wakes the loop.
+            return IDLE_WAIT_MAX;
+        }
         let now_ms = crate::clock::now_unix_ms();
-        let scan = self.scan(now_ms).await;
+        let scan = self.scan(now_ms, free.min(DISPATCH_SCAN_MAX)).await;
         for event in scan.events {
             self.start(event);
         }
@@ -158,8 +163,16 @@ impl Engine {
         }
     }
 
-    /// Reads due events of every shard off the tokio thread (the ledger read may block).
-    async fn scan(&self, now_ms: u64) -> Scan {
+    /// Attempts that could start now, over all destinations: a scan never reads more events
+    /// than can be started (reading bodies that would only be dropped is wasted IO).
+    fn free_slots(&self) -> usize {
+        let config = &self.config.destinations;
+        config.iter().zip(&self.busy).map(|(d, busy)| d.concurrency_max.saturating_sub(*busy)).sum()
+    }
+
+    /// Reads up to `limit` due events per shard off the tokio thread (the ledger read may
+    /// block).
+    async fn scan(&self, now_ms: u64, limit: usize) -> Scan {
         let inbox = Arc::clone(&self.inbox);
         let shards = inbox.shards();
         let mut skip: Vec<HashSet<u64>> = vec![HashSet::new(); shards];
@@ -168,7 +181,7 @@ impl Engine {
                 set.insert(seq);
             }
         }
-        let read = tokio::task::spawn_blocking(move || scan_shards(&*inbox, now_ms, &skip));
+        let read = tokio::task::spawn_blocking(move || scan_shards(&*inbox, now_ms, limit, &skip));
         read.await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "The dispatcher's ledger scan panicked.");
             Scan { events: Vec::new(), next_due_ms: None }
@@ -336,11 +349,11 @@ struct Scan {
     next_due_ms: Option<u64>,
 }
 
-/// Blocking: reads up to [`DISPATCH_SCAN_MAX`] due events per shard, skipping in-flight seqs.
-fn scan_shards(inbox: &dyn Inbox, now_ms: u64, skip: &[HashSet<u64>]) -> Scan {
+/// Blocking: reads up to `limit` due events per shard, skipping in-flight seqs.
+fn scan_shards(inbox: &dyn Inbox, now_ms: u64, limit: usize, skip: &[HashSet<u64>]) -> Scan {
     let mut scan = Scan { events: Vec::new(), next_due_ms: None };
     for (shard, skip) in skip.iter().enumerate() {
-        match inbox.due(shard, now_ms, DISPATCH_SCAN_MAX, &|seq| skip.contains(&seq)) {
+        match inbox.due(shard, now_ms, limit, &|seq| skip.contains(&seq)) {
             Ok(events) => scan.events.extend(events),
             Err(error) => {
                 tracing::error!(shard, %error, "The dispatcher could not read due events.")

@@ -157,7 +157,12 @@ impl Ledger {
         // One snapshot: the schedule entry, its inbox record and its claim agree.
         let snap = db.snapshot();
         let mut out = Vec::new();
-        for entry in snap.iterator_cf(store::cf(db, &schedule), IteratorMode::Start) {
+        let mut bounded = rocksdb::ReadOptions::default();
+        // Nothing due later than now is read, not even as the entry that ends the loop.
+        bounded.set_iterate_upper_bound(codec::schedule_key(now_ms.saturating_add(1), 0));
+        bounded.set_snapshot(&snap);
+        let iter = db.iterator_cf_opt(store::cf(db, &schedule), bounded, IteratorMode::Start);
+        for entry in iter {
             if out.len() >= limit {
                 break;
             }

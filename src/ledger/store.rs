@@ -82,9 +82,24 @@ fn cf_options(name: &str) -> Options {
         o.set_block_based_table_factory(&table);
     } else if name.starts_with("inbox/") {
         o.set_compression_type(DBCompressionType::Lz4);
+    } else if name.starts_with("schedule/") {
+        // The schedule is a queue: entries are deleted from its head as events settle, and
+        // the dispatcher scans from the head. Compact files dense with tombstones early so
+        // scans do not wade through them.
+        o.add_compact_on_deletion_collector_factory(
+            SCHEDULE_DELETION_WINDOW,
+            SCHEDULE_DELETION_TRIGGER,
+            0.5,
+        );
     }
     o
 }
+
+/// Sliding window (entries) in which `SCHEDULE_DELETION_TRIGGER` tombstones mark a schedule
+/// file for compaction.
+const SCHEDULE_DELETION_WINDOW: usize = 1024;
+/// Tombstones per window that trigger compaction of a schedule file.
+const SCHEDULE_DELETION_TRIGGER: usize = 256;
 
 fn shard_cfs(s: usize) -> [String; 3] {
     [cf_claims(s), cf_inbox(s), cf_schedule(s)]
