@@ -1,6 +1,7 @@
 //! Loading and validating the configuration file (SPEC §2, STYLE "Configuration").
 //!
-//! The file is parsed into `Raw*` structs (serde, `deny_unknown_fields`, every key optional so
+//! The file is parsed into `Raw*` structs (serde; unknown keys are collected as errors through
+//! `serde_ignored` rather than stopping the parse at the first one; every key optional so
 //! that a missing key is one more collected error rather than a parse failure), then checked as
 //! a whole: every problem is collected, each naming its file and field, before anything starts.
 //! Fields are named `server.read_timeout`, `source[stripe-billing].secrets[k13].env`, and
@@ -77,7 +78,6 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
     server: RawServer,
@@ -92,7 +92,6 @@ struct RawConfig {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<String>,
     admin_listen: Option<String>,
@@ -106,7 +105,6 @@ struct RawServer {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(dead_code)] // Accepted for form only: TLS is refused with an error until implemented.
 struct RawTls {
     cert: Option<String>,
@@ -114,7 +112,6 @@ struct RawTls {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawLedger {
     path: Option<String>,
     sync: Option<bool>,
@@ -123,13 +120,11 @@ struct RawLedger {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawAdmin {
     token_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawSource {
     id: Option<String>,
     tenant: Option<String>,
@@ -145,7 +140,6 @@ struct RawSource {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawSecret {
     id: Option<String>,
     value: Option<String>,
@@ -156,7 +150,6 @@ struct RawSecret {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawDestination {
     id: Option<String>,
     url: Option<String>,
@@ -169,7 +162,6 @@ struct RawDestination {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawSecretRef {
     value: Option<String>,
     env: Option<String>,
@@ -217,15 +209,27 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
         now_unix_s: i64,
     ) -> Result<Config, ConfigErrors> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let syntax = |e: toml::de::Error| {
             ConfigErrors(vec![ConfigError {
                 file: path.to_path_buf(),
                 field: toml_position(text, e.span()),
                 message: e.message().trim_end().to_owned(),
             }])
-        })?;
+        };
+        let mut unknown = Vec::new();
+        let deserializer = toml::de::Deserializer::parse(text).map_err(syntax)?;
+        let raw: RawConfig =
+            serde_ignored::deserialize(deserializer, |key| unknown.push(key_name(&key)))
+                .map_err(syntax)?;
         let mut check =
             Check { file: path, env, now_unix_s, errors: Vec::new(), warnings: Vec::new() };
+        for field in unknown {
+            check.errors.push(ConfigError {
+                file: path.to_path_buf(),
+                field,
+                message: "unknown key".to_owned(),
+            });
+        }
         let config = check.config(raw);
         if check.errors.is_empty() {
             Ok(Config { warnings: check.warnings, ..config })
@@ -327,6 +331,24 @@ fn toml_position(text: &str, span: Option<std::ops::Range<usize>>) -> String {
 }
 
 /// Wall-clock Unix seconds, read once per load for the retired-secret warning.
+/// The config-file name of an unknown key: `source[#2].colour` for `source.1.colour`.
+fn key_name(path: &serde_ignored::Path<'_>) -> String {
+    let mut out = String::new();
+    // `?` marks an `Option` layer in serde_ignored's path; it is not a key.
+    for part in path.to_string().split('.').filter(|p| *p != "?") {
+        match part.parse::<usize>() {
+            Ok(index) => out.push_str(&format!("[#{}]", index + 1)),
+            Err(_) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(part);
+            }
+        }
+    }
+    out
+}
+
 /// Wall-clock Unix seconds, from the one reader of time.
 fn wall_clock_unix_s() -> i64 {
     crate::clock::now_unix_s()
@@ -1093,9 +1115,12 @@ mod tests {
     #[test]
     fn syntax_and_unknown_keys() {
         let unknown = minimal_with("[server]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"", "");
-        check(&unknown, Expect::Errors(&["line 3, column 1: unknown field `lisen`"]));
+        check(&unknown, Expect::Errors(&["server.lisen: unknown key"]));
         let in_source = minimal_with("", "colour = \"red\"");
-        check(&in_source, Expect::Errors(&["unknown field `colour`"]));
+        check(&in_source, Expect::Errors(&["source[#1].colour: unknown key"]));
+        // Unknown keys are collected with every other problem, not the first and only error.
+        let both = minimal_with("[server]\nlisen = \"x\"\nread_timeout = \"soon\"", "");
+        check(&both, Expect::Errors(&["server.lisen: unknown key", "server.read_timeout"]));
         check("[server\n", Expect::Errors(&["line 1, column"]));
         check("", Expect::Errors(&["source: no [[source]] is configured"]));
     }

@@ -322,7 +322,9 @@ impl Engine {
         }
         let started = crate::clock::monotonic();
         self.offer_settlements();
-        while !self.unsettled.is_empty() && started.elapsed() < SHUTDOWN_SETTLE_WAIT {
+        while !self.unsettled.is_empty()
+            && crate::clock::monotonic().duration_since(started) < SHUTDOWN_SETTLE_WAIT
+        {
             tokio::time::sleep(SETTLE_RETRY_WAIT).await;
             self.offer_settlements();
         }

@@ -129,6 +129,10 @@ struct Drain {
     admissions: Vec<(Reply, Decision)>,
     settlements: Vec<(SettleReply, bool)>,
     durable_writes: usize,
+    /// Admissions and quarantines in this drain: they are acknowledged to a provider, so the
+    /// batch must be fsync'd (R14). Settlements alone need not be: a settlement lost in a
+    /// crash only repeats an attempt with the same idempotency key (at-least-once, R21).
+    acked_writes: usize,
     rejects: usize,
     scheduled: bool,
 }
@@ -146,6 +150,7 @@ impl Drain {
             admissions: Vec::new(),
             settlements: Vec::new(),
             durable_writes: 0,
+            acked_writes: 0,
             rejects: 0,
             scheduled: false,
         }
@@ -301,6 +306,7 @@ impl Writer {
         *d.pending_delta.entry(a.source).or_insert(0) += 1;
         d.scheduled = true;
         d.durable_writes += 1;
+        d.acked_writes += 1;
         d.claims.insert(record.key, claim);
         d.admissions.push((a.reply, Decision::Accepted));
     }
@@ -321,6 +327,7 @@ impl Writer {
         k.extend_from_slice(&q.new_fingerprint[..8]);
         d.batch.put_cf(self.cf(CF_QUARANTINE), k, codec::encode_quarantine(&q));
         d.durable_writes += 1;
+        d.acked_writes += 1;
         tracing::debug!(shard = self.shard, source = q.source, "Quarantined a conflicting copy.");
         d.admissions.push((a.reply, Decision::Conflict));
     }
@@ -442,7 +449,7 @@ impl Writer {
         d.rejects += 1;
     }
 
-    /// Writes the drain's batch (synced when it holds admissions or settlements). Returns
+    /// Writes the drain's batch (synced when it holds admissions or quarantines). Returns
     /// whether it was written; records commit figures and health.
     fn commit(&self, d: &mut Drain) -> bool {
         if d.next_seq != self.next_seq {
@@ -450,11 +457,12 @@ impl Writer {
             d.batch.put_cf(meta, store::meta_seq(self.shard), d.next_seq.to_be_bytes());
         }
         let mut opts = WriteOptions::default();
-        opts.set_sync(self.shared.sync && d.durable_writes > 0);
+        opts.set_sync(self.shared.sync && d.acked_writes > 0);
         let batch = std::mem::take(&mut d.batch);
         let started = clock::monotonic();
         let result = self.db.write_opt(batch, &opts);
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let took = clock::monotonic().duration_since(started);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         match result {
             Ok(()) => {
                 self.record(micros, d.items());

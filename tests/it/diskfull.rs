@@ -116,6 +116,7 @@ fn ledger_write_failure_fails_closed() {
     }
     let summary: Vec<String> =
         answers.iter().map(|(_, s, c, ra)| format!("{s} {c} retry-after={ra:?}")).collect();
+    eprintln!("answers with the ledger's filesystem full: {summary:#?}");
     for (_, status, code, _) in &answers {
         assert!(
             (*status, code.as_str()) == (200, "accepted")

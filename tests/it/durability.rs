@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::client::{self, Conn};
-use crate::harness::{standard_a, stripe_a, Hookwall, Io, Setup, FORWARD_TIMEOUT};
+use crate::harness::{standard_a, stripe_a, Hookwall, Setup, FORWARD_TIMEOUT};
 use crate::sign::{self, Provider};
 use crate::sink::{Script, Sink};
 
@@ -105,6 +105,7 @@ on_both_io! {
             let state = seen.0.lock().expect("seen lock");
             (state.acked.clone(), state.unexpected.clone())
         };
+        eprintln!("kill -9 after {} acknowledged events", acked.len());
         assert!(unexpected.is_empty(), "answers other than accepted: {unexpected:?}");
         assert!(acked.len() >= KILL_AFTER_ACKS, "acked {}", acked.len());
         assert!(

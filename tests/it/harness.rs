@@ -20,6 +20,7 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `server.io`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // the names are the config spellings of `server.io`
 pub enum Io {
     /// `"io_uring"`.
     IoUring,
@@ -341,8 +342,8 @@ pub struct Fixture {
     pub hw: Hookwall,
     /// The destination.
     pub sink: crate::sink::Sink,
-    /// Holds config, ledger and logs.
-    pub dir: tempfile::TempDir,
+    /// Holds config, ledger and logs (removed on drop, after the child is gone).
+    _dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -358,12 +359,13 @@ impl Fixture {
         let mut setup = Setup::new(io, dir.path(), &sink.url());
         edit(&mut setup);
         let hw = Hookwall::start(dir.path(), &setup);
-        Fixture { hw, sink, dir }
+        Fixture { hw, sink, _dir: dir }
     }
 
-    /// Sends a fresh Stripe event to `stripe-a` and waits for its forward. Forwards of earlier
-    /// admissions are due earlier, so they have been dispatched by then: a test counts forwards
-    /// after this barrier instead of waiting for their absence.
+    /// Sends a fresh Stripe event to `stripe-a`, waits for its forward, then waits until no
+    /// source has an unsettled event (`hookwall_inbox_pending` 0). Afterwards every forward that
+    /// earlier admissions caused has reached the sink: a test counts forwards after this barrier
+    /// instead of waiting for their absence.
     pub fn flush_with_marker(&self) {
         let source = stripe_a();
         let id = sign::unique_id("evt_marker");
@@ -371,5 +373,15 @@ impl Fixture {
         let r = self.hw.deliver(&source, &id, &body);
         assert_eq!(r.answer(), (200, "accepted".to_owned()), "marker: {r}");
         self.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+        for source in &self.hw.setup.sources {
+            let labels = [("source", source.id)];
+            crate::metrics::wait_for_sample(
+                &self.hw,
+                "hookwall_inbox_pending",
+                &labels,
+                0.0,
+                FORWARD_TIMEOUT,
+            );
+        }
     }
 }

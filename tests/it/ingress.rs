@@ -258,6 +258,9 @@ on_both_io! {
         let standard_key = w.key(&wid);
 
         // R5: nothing of the rejects reached the destination; each valid copy exactly once.
+        for key in [&stripe_key, &github_key, &standard_key] {
+            f.sink.wait_for_key(key, 1, FORWARD_TIMEOUT);
+        }
         f.flush_with_marker();
         for (key, expected) in [(&stripe_key, &body), (&github_key, &gbody), (&standard_key, &wbody)] {
             let fwd = f.sink.for_key(key);
