@@ -20,6 +20,10 @@ use crate::metrics::{AttemptOutcome, Metrics};
 /// Longest sleep between scans when nothing else wakes the loop (also bounds how late a retry
 /// may start when an in-flight entry hides the next due time).
 const IDLE_WAIT_MAX: Duration = Duration::from_secs(1);
+/// How often every shard is scanned from the head of its schedule instead of from its
+/// cursor: the safety net for entries behind the cursor (an attempt whose settlement could not
+/// be written keeps its old entry, which is then retried at the next full scan).
+const FULL_SCAN_EVERY: Duration = Duration::from_secs(5);
 /// Wait before re-offering settlements a full settle queue gave back.
 const SETTLE_RETRY_WAIT: Duration = Duration::from_millis(10);
 /// How long shutdown keeps re-offering settlements before leaving them to recovery.
@@ -56,6 +60,20 @@ pub(super) struct Engine {
     replies_tx: mpsc::UnboundedSender<(usize, u64, bool)>,
     replies_rx: mpsc::UnboundedReceiver<(usize, u64, bool)>,
     rng: rand::rngs::StdRng,
+    /// Per shard: where the next scan starts (`(due_ms, seq)`, inclusive). New schedule entries
+    /// always sort after what a scan has seen due (the shard writer gives new events a
+    /// monotonic due time; retries are due in the future), so scans resume here instead of
+    /// walking the settled head of the schedule every time.
+    cursors: Vec<Option<(u64, u64)>>,
+    /// When the cursors were last reset for a scan from the head.
+    full_scan_at: std::time::Instant,
+    /// When the loop must scan even if nothing wakes it (the next retry, or the idle cap).
+    scan_at: std::time::Instant,
+    /// Whether the next turn scans: set by notifications and timers.
+    scan_wanted: bool,
+    /// Whether the last scan may have left due events unread or unstarted (it hit its limit
+    /// or a destination was full): then freed slots are worth a scan.
+    backlog: bool,
 }
 
 /// What woke the loop.
@@ -79,6 +97,8 @@ impl Engine {
         // `in_flight.len()` messages: bounded by the set it serves.
         let (replies_tx, replies_rx) = mpsc::unbounded_channel();
         let busy = vec![0; config.destinations.len()];
+        let cursors = vec![None; inbox.shards()];
+        let now = crate::clock::monotonic();
         Engine {
             config,
             inbox,
@@ -92,6 +112,11 @@ impl Engine {
             replies_tx,
             replies_rx,
             rng: rand::SeedableRng::from_os_rng(),
+            cursors,
+            full_scan_at: now,
+            scan_at: now,
+            scan_wanted: true,
+            backlog: false,
         }
     }
 
@@ -105,7 +130,7 @@ impl Engine {
             // Registered before the scan: a notify during the scan is not lost.
             notified.as_mut().enable();
             self.offer_settlements();
-            let deadline = self.scan_and_start().await;
+            let deadline = self.maybe_scan().await;
             let wake = tokio::select! {
                 _ = &mut stop => Wake::Stop,
                 _ = &mut notified => Wake::Other,
@@ -119,11 +144,28 @@ impl Engine {
                 Wake::Stop => break,
                 Wake::Finished(f) => self.finish(f),
                 Wake::Reply(shard, seq, ok) => self.settled(shard, seq, ok),
-                Wake::Other => {}
+                Wake::Other => self.scan_wanted = true,
             }
             self.drain_ready();
         }
         self.drain_on_stop().await;
+    }
+
+    /// Scans when a notification or timer asked for it, or — while the last scan left due
+    /// events behind — when enough destination slots are free that a scan is worth its reads
+    /// (one scan per batch of finished attempts, not one per attempt). Returns how long to
+    /// sleep at most.
+    async fn maybe_scan(&mut self) -> Duration {
+        let now = crate::clock::monotonic();
+        let total: usize = self.config.destinations.iter().map(|d| d.concurrency_max).sum();
+        let worth = self.backlog && self.free_slots() >= (total / 8).max(1);
+        if self.scan_wanted || worth || now >= self.scan_at {
+            self.scan_wanted = false;
+            let wait = self.scan_and_start().await;
+            self.scan_at = crate::clock::monotonic() + wait;
+            return wait;
+        }
+        self.scan_at.saturating_duration_since(now)
     }
 
     /// Handles every finished attempt and reply already waiting, so one wake serves many.
@@ -149,13 +191,39 @@ impl Engine {
         }
         let free = self.free_slots();
         if free == 0 {
-            // Every destination is at `concurrency_max`: a finishing attempt wakes the loop.
+            // Every destination is at `concurrency_max`: finishing attempts wake the loop, and
+            // due events may be waiting.
+            self.backlog = true;
             return IDLE_WAIT_MAX;
         }
+        let now = crate::clock::monotonic();
+        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY {
+            self.full_scan_at = now;
+            self.cursors.iter_mut().for_each(|c| *c = None);
+        }
         let now_ms = crate::clock::now_unix_ms();
-        let scan = self.scan(now_ms, free.min(DISPATCH_SCAN_MAX)).await;
+        let limit = free.min(DISPATCH_SCAN_MAX);
+        let scan = self.scan(now_ms, limit).await;
+        self.backlog = scan.full;
+        // Per shard, the next scan resumes at the first event not started (its destination
+        // was full), or else at the last event returned.
+        let mut resume: Vec<Option<(u64, u64)>> = vec![None; self.cursors.len()];
+        let mut held: Vec<bool> = vec![false; self.cursors.len()];
         for event in scan.events {
-            self.start(event);
+            let (shard, key) = (event.shard, (event.due_ms, event.seq));
+            let started = self.start(event);
+            self.backlog |= !started;
+            if let (Some(r), Some(h)) = (resume.get_mut(shard), held.get_mut(shard)) {
+                if !*h {
+                    *r = Some(key);
+                    *h = !started;
+                }
+            }
+        }
+        for (cursor, r) in self.cursors.iter_mut().zip(resume) {
+            if r.is_some() {
+                *cursor = r;
+            }
         }
         match scan.next_due_ms {
             Some(at) if at > now_ms => Duration::from_millis(at - now_ms).min(IDLE_WAIT_MAX),
@@ -174,6 +242,7 @@ impl Engine {
     /// block).
     async fn scan(&self, now_ms: u64, limit: usize) -> Scan {
         let inbox = Arc::clone(&self.inbox);
+        let cursors = self.cursors.clone();
         let shards = inbox.shards();
         let mut skip: Vec<HashSet<u64>> = vec![HashSet::new(); shards];
         for &(shard, seq) in &self.in_flight {
@@ -181,28 +250,33 @@ impl Engine {
                 set.insert(seq);
             }
         }
-        let read = tokio::task::spawn_blocking(move || scan_shards(&*inbox, now_ms, limit, &skip));
+        let read = tokio::task::spawn_blocking(move || {
+            scan_shards(&*inbox, &cursors, now_ms, limit, &skip)
+        });
         read.await.unwrap_or_else(|e| {
             tracing::error!(error = %e, "The dispatcher's ledger scan panicked.");
-            Scan { events: Vec::new(), next_due_ms: None }
+            Scan { events: Vec::new(), full: false, next_due_ms: None }
         })
     }
 
     /// Starts one attempt if its destination has a free slot; otherwise the event stays in the
-    /// ledger for a later scan.
-    fn start(&mut self, event: DueEvent) {
+    /// ledger for a later scan and this returns false.
+    fn start(&mut self, event: DueEvent) -> bool {
         let slot = (event.shard, event.seq);
         let Some(source) = self.config.sources.get(event.source as usize) else {
             self.unroutable(event);
-            return;
+            return true;
         };
         let destination = source.destination;
         let Some(dest) = self.config.destinations.get(destination) else {
             self.unroutable(event);
-            return;
+            return true;
         };
-        if self.busy[destination] >= dest.concurrency_max || !self.in_flight.insert(slot) {
-            return;
+        if self.busy[destination] >= dest.concurrency_max {
+            return false;
+        }
+        if !self.in_flight.insert(slot) {
+            return true;
         }
         self.busy[destination] += 1;
         let target = Target {
@@ -213,6 +287,7 @@ impl Engine {
         };
         let client = self.client.clone();
         self.attempts.spawn(attempt_task(client, target, event, destination));
+        true
     }
 
     /// An event whose source (or its destination) is no longer configured: dead-lettered so an
@@ -348,24 +423,34 @@ fn lost(e: &tokio::task::JoinError) -> Wake {
 /// The due events of every shard and the earliest due time seen.
 struct Scan {
     events: Vec<DueEvent>,
+    /// Some shard returned `limit` events: more may be due.
+    full: bool,
     next_due_ms: Option<u64>,
 }
 
-/// Blocking: reads up to `limit` due events per shard, skipping in-flight seqs.
-fn scan_shards(inbox: &dyn Inbox, now_ms: u64, limit: usize, skip: &[HashSet<u64>]) -> Scan {
-    let mut scan = Scan { events: Vec::new(), next_due_ms: None };
+/// Blocking: reads up to `limit` due events per shard from its cursor, skipping in-flight
+/// seqs, and the earliest due time after `now_ms`.
+fn scan_shards(
+    inbox: &dyn Inbox,
+    cursors: &[Option<(u64, u64)>],
+    now_ms: u64,
+    limit: usize,
+    skip: &[HashSet<u64>],
+) -> Scan {
+    let mut scan = Scan { events: Vec::new(), full: false, next_due_ms: None };
     for (shard, skip) in skip.iter().enumerate() {
-        match inbox.due(shard, now_ms, limit, &|seq| skip.contains(&seq)) {
-            Ok(events) => scan.events.extend(events),
+        let from = cursors.get(shard).copied().flatten();
+        match inbox.due(shard, from, now_ms, limit, &|seq| skip.contains(&seq)) {
+            Ok(events) => {
+                scan.full |= events.len() >= limit;
+                scan.events.extend(events);
+            }
             Err(error) => {
                 tracing::error!(shard, %error, "The dispatcher could not read due events.")
             }
         }
-        if let Some(at) = inbox.next_due_ms(shard) {
-            // Entries due now belong to in-flight events; only future ones set the timer.
-            if at > now_ms {
-                scan.next_due_ms = Some(scan.next_due_ms.map_or(at, |t| t.min(at)));
-            }
+        if let Some(at) = inbox.next_due_after(shard, now_ms) {
+            scan.next_due_ms = Some(scan.next_due_ms.map_or(at, |t| t.min(at)));
         }
     }
     scan

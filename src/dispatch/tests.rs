@@ -73,19 +73,22 @@ impl Inbox for FakeInbox {
     fn due(
         &self,
         shard: usize,
+        from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<DueEvent>, String> {
         let state = self.state.lock().expect("test lock");
-        let due = state.schedule.iter().take_while(|(due, _)| *due <= now_ms);
+        let from = from.unwrap_or((0, 0));
+        let due = state.schedule.range(from..).take_while(|(due, _)| *due <= now_ms);
         let due = due.filter(|(_, seq)| shard == 0 && !skip(*seq)).take(limit);
         let events = due.map(|&(due_ms, seq)| DueEvent { due_ms, ..state.events[&seq].clone() });
         Ok(events.collect())
     }
 
-    fn next_due_ms(&self, _shard: usize) -> Option<u64> {
-        self.state.lock().expect("test lock").schedule.first().map(|(due, _)| *due)
+    fn next_due_after(&self, _shard: usize, after_ms: u64) -> Option<u64> {
+        let state = self.state.lock().expect("test lock");
+        state.schedule.range((after_ms.saturating_add(1), 0)..).next().map(|(due, _)| *due)
     }
 
     fn settle(&self, s: Settlement) -> Result<(), Settlement> {

@@ -150,20 +150,24 @@ pub trait Inbox: Send + Sync + 'static {
     fn shards(&self) -> usize;
 
     /// Up to `limit` events of `shard` whose schedule entry is due at or before `now_ms`, in
-    /// due order, skipping `seq`s for which `skip(seq)` is true (in flight).
+    /// due order, starting at schedule position `from` (`(due_ms, seq)`, inclusive; `None` =
+    /// the head) and skipping `seq`s for which `skip(seq)` is true (in flight). Starting past
+    /// the head lets the dispatcher avoid re-reading the settled entries (tombstones) at the
+    /// head of the schedule on every scan.
     ///
     /// # Errors
     /// A read failure, as text for the log.
     fn due(
         &self,
         shard: usize,
+        from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<DueEvent>, String>;
 
-    /// The earliest due time in `shard` (Unix ms), if any entry exists.
-    fn next_due_ms(&self, shard: usize) -> Option<u64>;
+    /// The earliest due time in `shard` later than `after_ms` (Unix ms), if any.
+    fn next_due_after(&self, shard: usize, after_ms: u64) -> Option<u64>;
 
     /// Hands a settlement to the shard writer. `Err` gives it back when the settle queue is
     /// full (the caller retries later).

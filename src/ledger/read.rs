@@ -147,6 +147,7 @@ impl Ledger {
     fn due_events(
         &self,
         shard: usize,
+        from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
         skip: &dyn Fn(u64) -> bool,
@@ -160,6 +161,9 @@ impl Ledger {
         let mut bounded = rocksdb::ReadOptions::default();
         // Nothing due later than now is read, not even as the entry that ends the loop.
         bounded.set_iterate_upper_bound(codec::schedule_key(now_ms.saturating_add(1), 0));
+        if let Some((due_ms, seq)) = from {
+            bounded.set_iterate_lower_bound(codec::schedule_key(due_ms, seq));
+        }
         bounded.set_snapshot(&snap);
         let iter = db.iterator_cf_opt(store::cf(db, &schedule), bounded, IteratorMode::Start);
         for entry in iter {
@@ -202,10 +206,14 @@ impl Ledger {
     }
 
     /// The first schedule key of `shard`, with typed errors.
-    fn first_due(&self, shard: usize) -> Result<Option<u64>, Error> {
+    /// The first schedule entry due later than `after_ms`: one seek, no walk over the head.
+    fn first_due_after(&self, shard: usize, after_ms: u64) -> Result<Option<u64>, Error> {
         let db = &self.inner.db;
         let name = store::cf_schedule(shard);
-        let Some(entry) = db.iterator_cf(store::cf(db, &name), IteratorMode::Start).next() else {
+        let mut bounded = rocksdb::ReadOptions::default();
+        bounded.set_iterate_lower_bound(codec::schedule_key(after_ms.saturating_add(1), 0));
+        let mut iter = db.iterator_cf_opt(store::cf(db, &name), bounded, IteratorMode::Start);
+        let Some(entry) = iter.next() else {
             return Ok(None);
         };
         let (k, _) = entry?;
@@ -222,6 +230,7 @@ impl Inbox for Ledger {
     fn due(
         &self,
         shard: usize,
+        from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
         skip: &dyn Fn(u64) -> bool,
@@ -229,14 +238,14 @@ impl Inbox for Ledger {
         if shard >= self.inner.shards {
             return Err(format!("no ledger shard {shard}"));
         }
-        self.due_events(shard, now_ms, limit, skip).map_err(|e| e.to_string())
+        self.due_events(shard, from, now_ms, limit, skip).map_err(|e| e.to_string())
     }
 
-    fn next_due_ms(&self, shard: usize) -> Option<u64> {
+    fn next_due_after(&self, shard: usize, after_ms: u64) -> Option<u64> {
         if shard >= self.inner.shards {
             return None;
         }
-        self.first_due(shard).unwrap_or_else(|e| {
+        self.first_due_after(shard, after_ms).unwrap_or_else(|e| {
             tracing::error!(shard, error = %e, "The ledger could not read its schedule.");
             None
         })

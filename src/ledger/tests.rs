@@ -88,7 +88,7 @@ fn settle(ledger: &Ledger, e: &DueEvent, attempts: u32, outcome: Outcome) -> boo
 
 fn due(ledger: &Ledger, now_ms: u64) -> Vec<DueEvent> {
     (0..ledger.shards())
-        .flat_map(|s| ledger.due(s, now_ms, 100, &|_| false).expect("due reads"))
+        .flat_map(|s| ledger.due(s, None, now_ms, 100, &|_| false).expect("due reads"))
         .collect()
 }
 
@@ -155,7 +155,7 @@ fn copies_in_one_drain_are_decided_in_order() {
     drop(gate);
     let got: Vec<_> = copies.iter().map(|rx| rx.recv().expect("reply")).collect();
     assert_eq!(got, [Decision::Accepted, Decision::Duplicate, Decision::Conflict]);
-    assert_eq!(due(&ledger, 100).len(), 1, "one inbox entry");
+    assert_eq!(due(&ledger, crate::clock::now_unix_ms()).len(), 1, "one inbox entry");
 }
 
 #[test]
@@ -194,19 +194,29 @@ fn due_returns_events_in_order_with_metadata() {
     for (key, at) in [("t/s/late", 30), ("t/s/early", 10), ("t/s/mid", 20)] {
         assert_eq!(decide(&ledger, key, 5, 1, at), Decision::Accepted);
     }
-    assert_eq!(ledger.next_due_ms(0), Some(10));
-    let got = due(&ledger, 25);
+    // New events are due at their drain's time (monotonic per shard), in admission order.
+    let now = crate::clock::now_unix_ms();
+    let got = due(&ledger, now);
     let keys: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(keys, ["t/s/early", "t/s/mid"]);
-    let e = &got[0];
-    assert_eq!((e.source, e.attempts, e.received_at_ms, e.due_ms), (1, 0, 10, 10));
+    assert_eq!(keys, ["t/s/late", "t/s/early", "t/s/mid"]);
+    assert!(got.windows(2).all(|w| (w[0].due_ms, w[0].seq) < (w[1].due_ms, w[1].seq)));
+    assert_eq!(ledger.next_due_after(0, 0), Some(got[0].due_ms));
+    assert_eq!(ledger.next_due_after(0, now), None, "strictly after");
+    let e = &got[1];
+    assert_eq!((e.source, e.attempts, e.received_at_ms), (1, 0, 10));
+    assert!(e.due_ms <= now);
     assert_eq!((e.secret_id.as_str(), e.signed_at), ("k1", Some(1_700_000_000)));
     assert_eq!(e.content_type.as_deref(), Some(&b"application/json"[..]));
     assert_eq!(e.body, b"{\"id\":\"t/s/early\",\"v\":5}");
-    let skip_early = ledger.due(0, 100, 100, &|seq| seq == e.seq).expect("reads");
+    let skip_early = ledger.due(0, None, now, 100, &|seq| seq == e.seq).expect("reads");
     assert_eq!(skip_early.len(), 2);
-    assert_eq!(ledger.due(0, 100, 1, &|_| false).expect("reads").len(), 1);
-    assert!(ledger.due(5, 100, 1, &|_| false).is_err(), "no such shard");
+    assert_eq!(ledger.due(0, None, now, 1, &|_| false).expect("reads").len(), 1);
+    assert!(ledger.due(5, None, 100, 1, &|_| false).is_err(), "no such shard");
+    // Resuming from a schedule position skips everything before it.
+    let from = Some((got[1].due_ms, got[1].seq));
+    let resumed = ledger.due(0, from, now, 100, &|_| false).expect("reads");
+    let keys: Vec<_> = resumed.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["t/s/early", "t/s/mid"]);
 }
 
 #[test]
@@ -216,19 +226,20 @@ fn settlements_move_schedule_and_state() {
     for key in ["t/s/retry", "t/s/ok", "t/s/dead"] {
         check(&ledger, key, 1, Decision::Accepted);
     }
-    let first = due(&ledger, 100);
+    let first = due(&ledger, crate::clock::now_unix_ms());
     assert_eq!(first.len(), 3);
     let long_error = "é".repeat(ATTEMPT_ERROR_BYTES_MAX);
-    let retry = Outcome::Retry { next_ms: 1000, error: long_error };
+    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
+    let retry = Outcome::Retry { next_ms, error: long_error };
     assert!(settle(&ledger, &first[0], 1, retry.clone()));
     assert!(settle(&ledger, &first[1], 1, Outcome::Delivered { at_ms: 150 }));
     assert!(settle(&ledger, &first[2], 1, Outcome::Dead { error: "410 gone".into() }));
-    assert!(due(&ledger, 999).is_empty(), "retry not due before next_ms");
-    let again = due(&ledger, 1000);
-    assert_eq!((again.len(), again[0].due_ms, again[0].attempts), (1, 1000, 1));
+    assert!(due(&ledger, next_ms - 1).is_empty(), "retry not due before next_ms");
+    let again = due(&ledger, next_ms);
+    assert_eq!((again.len(), again[0].due_ms, again[0].attempts), (1, next_ms, 1));
 
     let r = ledger.event("t/s/retry").expect("reads").expect("exists");
-    assert_eq!((r.state, r.next_attempt_ms), (EventState::Failed, Some(1000)));
+    assert_eq!((r.state, r.next_attempt_ms), (EventState::Failed, Some(next_ms)));
     assert!(r.last_error.as_ref().is_some_and(|e| e.len() <= ATTEMPT_ERROR_BYTES_MAX));
     let ok = ledger.event("t/s/ok").expect("reads").expect("exists");
     assert_eq!((ok.state, ok.delivered_at_ms, ok.attempts), (EventState::Delivered, Some(150), 1));
@@ -254,7 +265,10 @@ fn gauges_are_recovered_after_reopen() {
         for (i, source) in [0, 0, 0, 0, 1].into_iter().enumerate() {
             assert_eq!(decide(&ledger, &format!("t/s/{i}"), 1, source, 50), Decision::Accepted);
         }
-        let mut pending: Vec<_> = due(&ledger, 50).into_iter().filter(|e| e.source == 0).collect();
+        let mut pending: Vec<_> = due(&ledger, crate::clock::now_unix_ms())
+            .into_iter()
+            .filter(|e| e.source == 0)
+            .collect();
         pending.sort_by_key(|e| e.key.clone());
         assert!(settle(&ledger, &pending[0], 1, Outcome::Delivered { at_ms: 60 }));
         assert!(settle(&ledger, &pending[1], 5, Outcome::Dead { error: "500".into() }));

@@ -107,6 +107,8 @@ pub(super) struct Writer {
     db: Arc<Db>,
     shared: Arc<Shared>,
     next_seq: u64,
+    /// Due time given to the last drain's new events (never decreases; see `Drain::due_ms`).
+    last_due_ms: u64,
     dlq: HashMap<u32, u64>,
     rejects_written: u32,
     cf_claims: String,
@@ -119,6 +121,11 @@ type SettleReply = Box<dyn FnOnce(bool) + Send>;
 
 /// Everything one drain decided, applied to memory and answered only after its write.
 struct Drain {
+    /// Due time of this drain's new events: the drain's wall-clock time, never earlier than
+    /// the previous drain's. So new schedule entries of a shard always sort after every entry
+    /// the dispatcher has already seen due, and it can resume its scan where it left off
+    /// instead of walking the settled head of the schedule.
+    due_ms: u64,
     batch: WriteBatch,
     claims: HashMap<String, Claim>,
     schedule: HashMap<[u8; 16], bool>,
@@ -138,8 +145,9 @@ struct Drain {
 }
 
 impl Drain {
-    fn new(next_seq: u64) -> Drain {
+    fn new(next_seq: u64, due_ms: u64) -> Drain {
         Drain {
+            due_ms,
             batch: WriteBatch::default(),
             claims: HashMap::new(),
             schedule: HashMap::new(),
@@ -197,6 +205,7 @@ impl Writer {
             db,
             shared,
             next_seq,
+            last_due_ms: 0,
             dlq,
             rejects_written: 0,
             cf_claims: store::cf_claims(shard),
@@ -220,7 +229,8 @@ impl Writer {
     }
 
     fn process(&mut self, items: Vec<Item>) {
-        let mut d = Drain::new(self.next_seq);
+        let due_ms = clock::now_unix_ms().max(self.last_due_ms);
+        let mut d = Drain::new(self.next_seq, due_ms);
         for item in items {
             match item {
                 Item::Admit(a) => self.admit(&mut d, a.take()),
@@ -285,7 +295,7 @@ impl Writer {
             secret_id: a.secret_id.clone(),
             received_at_ms: a.received_at_ms,
             delivered_at_ms: None,
-            next_attempt_ms: Some(a.received_at_ms),
+            next_attempt_ms: Some(d.due_ms),
             last_error: None,
         };
         let record = InboxRecord {
@@ -298,7 +308,7 @@ impl Writer {
             content_type: a.content_type,
             body: a.body,
         };
-        let sk = codec::schedule_key(a.received_at_ms, seq);
+        let sk = codec::schedule_key(d.due_ms, seq);
         d.batch.put_cf(self.cf(&self.cf_claims), &record.key, codec::encode_claim(&claim));
         d.batch.put_cf(self.cf(&self.cf_inbox), codec::seq_key(seq), codec::encode_inbox(&record));
         d.batch.put_cf(self.cf(&self.cf_schedule), sk, []);
@@ -494,6 +504,7 @@ impl Writer {
     /// the dispatcher if something became due.
     fn apply(&mut self, d: &mut Drain) {
         self.next_seq = d.next_seq;
+        self.last_due_ms = d.due_ms;
         self.dlq.extend(d.dlq.drain());
         let stats = &self.shared.metrics.ledger;
         for (&source, &delta) in &d.pending_delta {
