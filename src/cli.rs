@@ -71,7 +71,6 @@ pub fn run(cli: Cli) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
-                    eprintln!("hookwall: {e:#}");
                     ExitCode::from(1)
                 }
             }
@@ -95,6 +94,11 @@ fn abort_on_panic() {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKWALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour only on a terminal: journald and log files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }

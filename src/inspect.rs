@@ -11,8 +11,17 @@
 //!
 //! Only top-level members of the JSON object are read. A member named twice at the top level is
 //! ambiguous and refused rather than guessed at (R13).
-//! GitHub hooks configured with content type `application/x-www-form-urlencoded` are refused as
-//! `not_json`: configure the hook as `application/json`.
+//!
+//! GitHub hooks configured with content type `application/x-www-form-urlencoded` send the body
+//! `payload=<url-encoded JSON>` (GitHub's "Webhook events and payloads"). For `github` only, when
+//! the request's `Content-Type` media type is `application/x-www-form-urlencoded` (any case,
+//! parameters ignored, exactly one `Content-Type` line), the single `payload` field is decoded
+//! and inspected as the JSON object; a missing or repeated `payload` is `not_json`. The
+//! signature and the fingerprint stay over the raw form body.
+//!
+//! Event ids are opaque tokens compared byte for byte, so one with whitespace at either edge
+//! (or only whitespace) is refused as `bad_event_id`: it is always a sender bug, and it would
+//! make two ids that look the same differ.
 
 use simd_json::prelude::*;
 
@@ -36,14 +45,18 @@ pub struct Inspected {
 /// Why an authenticated body is refused (400 `schema_rejected`, kept minimised in `rejected`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaReject {
-    /// Body is not valid JSON (or not a JSON object).
+    /// Body is not valid JSON (or not a JSON object); for a GitHub form delivery, the body has
+    /// no single `payload` field or that field is not a JSON object.
     #[error("the body is not a JSON object")]
     NotJson,
     /// No stable event id where the provider puts it (R13: never guess).
     #[error("the body or headers carry no event id where the provider puts it")]
     NoEventId,
-    /// Event id empty, too long or with control characters.
-    #[error("the event id is empty, too long, repeated, not a string or has control characters")]
+    /// Event id empty, too long, with control characters or with whitespace at an edge.
+    #[error(
+        "the event id is empty, too long, repeated, not a string, has control characters or \
+         whitespace at an edge"
+    )]
     BadEventId,
     /// Event type missing/too long while `event_types` is set, or not in the allow-list.
     #[error("the event type is not allowed for this source")]
@@ -64,19 +77,20 @@ impl SchemaReject {
 
 /// Finds the event id and type of an authenticated delivery and fingerprints its raw body.
 ///
-/// The body must be a JSON object (parsed on a scratch copy; `req.body` is never modified, R1).
-/// The id and type come from where `source.provider` documents them (table above). An event
-/// type that is empty, longer than `EVENT_TYPE_BYTES_MAX` bytes, not a string, repeated or with
-/// control characters is refused; when `source.event_types` is set, a missing type or one not in the
-/// list is refused too.
+/// The body must be a JSON object (parsed on a scratch copy; `req.body` is never modified, R1);
+/// for a GitHub form delivery, its `payload` field must be (see the module doc). The id and type
+/// come from where `source.provider` documents them (table above). An event type that is empty,
+/// longer than `EVENT_TYPE_BYTES_MAX` bytes, not a string, repeated or with control characters
+/// is refused; when `source.event_types` is set, a missing type or one not in the list is
+/// refused too.
 ///
 /// # Errors
 /// [`SchemaReject::NotJson`] when the body is not a JSON object, [`SchemaReject::NoEventId`]
 /// when the id is absent, [`SchemaReject::BadEventId`] when it is empty, longer than
-/// `EVENT_ID_BYTES_MAX` bytes, has control characters, is not a string or is given twice,
-/// [`SchemaReject::EventTypeNotAllowed`] as described above.
+/// `EVENT_ID_BYTES_MAX` bytes, has control characters or whitespace at an edge, is not a string
+/// or is given twice, [`SchemaReject::EventTypeNotAllowed`] as described above.
 pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
-    let mut scratch = req.body.to_vec();
+    let mut scratch = json_scratch(source.provider, req)?;
     let body = BodyFields::read(&mut scratch)?;
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
@@ -90,6 +104,37 @@ pub fn fingerprint(body: &[u8]) -> [u8; 32] {
     let mut out = [0; 32];
     out.copy_from_slice(digest.as_ref());
     out
+}
+
+/// A scratch copy of the bytes to inspect as the JSON object: the raw body, or for a GitHub
+/// form delivery its decoded `payload` field.
+fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReject> {
+    match provider {
+        Provider::Github if is_form(req) => form_payload(&req.body),
+        Provider::Stripe | Provider::Github | Provider::Standard => Ok(req.body.to_vec()),
+    }
+}
+
+/// Whether the request has exactly one `Content-Type` and its media type is
+/// `application/x-www-form-urlencoded` (ASCII case-insensitive, parameters ignored).
+fn is_form(req: &Request) -> bool {
+    let mut values = req.headers_all("content-type");
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let media_type = value.split(|b| *b == b';').next().unwrap_or_default().trim_ascii();
+    media_type.eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
+}
+
+/// The decoded value of the single `payload` field of a form body. Decoding is
+/// `form_urlencoded`'s (`+` is a space; invalid UTF-8 becomes U+FFFD, harmless here: GitHub's id
+/// and type come from headers and the fingerprint is over the raw body).
+fn form_payload(body: &[u8]) -> Result<Vec<u8>, SchemaReject> {
+    let mut payloads = form_urlencoded::parse(body).filter(|(name, _)| name == "payload");
+    match (payloads.next(), payloads.next()) {
+        (Some((_, payload)), None) => Ok(payload.into_owned().into_bytes()),
+        _ => Err(SchemaReject::NotJson),
+    }
 }
 
 /// One place an id or type may be found: a body member or a header.
@@ -156,7 +201,7 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
     match field {
         Field::Absent => Err(SchemaReject::NoEventId),
         Field::NotText | Field::Repeated => Err(SchemaReject::BadEventId),
-        Field::Text(id) if is_clean(id, EVENT_ID_BYTES_MAX) => Ok(id.to_owned()),
+        Field::Text(id) if is_clean(id, EVENT_ID_BYTES_MAX) && is_trimmed(id) => Ok(id.to_owned()),
         Field::Text(_) => Err(SchemaReject::BadEventId),
     }
 }
@@ -185,6 +230,12 @@ fn event_type(
         }
         (Some(_), _) => Err(SchemaReject::EventTypeNotAllowed),
     }
+}
+
+/// Whether `text` has no whitespace (Unicode `White_Space`) at either edge; an all-whitespace
+/// text has it at both.
+fn is_trimmed(text: &str) -> bool {
+    text.trim() == text
 }
 
 /// Whether `text` is non-empty, at most `bytes_max` bytes and free of control characters.
@@ -341,6 +392,125 @@ mod tests {
         ];
         for (types, headers, body, expect) in cases {
             check(Provider::Github, *types, headers, body, *expect);
+        }
+    }
+
+    /// GitHub form deliveries: the single `payload` field is the JSON object; id and type still
+    /// come from the headers, and the fingerprint (checked by `check`) is over the raw body.
+    #[test]
+    fn github_form() {
+        let id: (&str, &[u8]) = ("x-github-delivery", b"72d3162e-cc78-11e3-81ab-4c9367dc0958");
+        let push: (&str, &[u8]) = ("x-github-event", b"push");
+        let form: (&str, &[u8]) = ("content-type", b"application/x-www-form-urlencoded");
+        let json: (&str, &[u8]) = ("content-type", b"application/json");
+        let payload: &[u8] = b"payload=%7B%22zen%22%3A%22Keep+it+logically+awesome.%22%7D";
+        let ok = Ok(("72d3162e-cc78-11e3-81ab-4c9367dc0958", Some("push")));
+        let not_json = Err(SchemaReject::NotJson);
+        let push_only: Option<&[&str]> = Some(&["push"]);
+        let cases: &[HeaderCase<'_>] = &[
+            (None, &[form, id, push], payload, ok),
+            (push_only, &[form, id, push], payload, ok),
+            (None, &[form, id, push], b"a=1&payload=%7B%7D&b=%5B%5D", ok),
+            (None, &[form, id, push], b"payload={\"zen\":\"a b\"}", ok),
+            (None, &[form, id, push], b"payloa%64=%7B%7D", ok),
+            (
+                None,
+                &[("content-type", b"Application/X-WWW-Form-URLEncoded"), id, push],
+                payload,
+                ok,
+            ),
+            (
+                None,
+                &[("content-type", b"application/x-www-form-urlencoded ; charset=utf-8"), id, push],
+                payload,
+                ok,
+            ),
+            // The headers still decide id and type.
+            (None, &[form, push], payload, Err(SchemaReject::NoEventId)),
+            (
+                None,
+                &[form, ("x-github-delivery", b" d1"), push],
+                payload,
+                Err(SchemaReject::BadEventId),
+            ),
+            (
+                push_only,
+                &[form, id, ("x-github-event", b"issues")],
+                payload,
+                Err(SchemaReject::EventTypeNotAllowed),
+            ),
+            // No single `payload` field holding a JSON object.
+            (None, &[form, id, push], b"", not_json),
+            (None, &[form, id, push], b"a=%7B%7D", not_json),
+            (None, &[form, id, push], b"Payload=%7B%7D", not_json),
+            (None, &[form, id, push], b"payload=%7B%7D&payload=%7B%7D", not_json),
+            (None, &[form, id, push], b"payload=%7B%7D&payload=", not_json),
+            (None, &[form, id, push], b"payload=", not_json),
+            (None, &[form, id, push], b"payload=hello", not_json),
+            (None, &[form, id, push], b"payload=%5B%5D", not_json),
+            (None, &[form, id, push], b"payload=%7B%7D%7B%7D", not_json),
+            (None, &[form, id, push], br#"{"zen":"form header, JSON body"}"#, not_json),
+            // Not a form delivery: the raw body must be the JSON object.
+            (None, &[id, push], payload, not_json),
+            (None, &[json, id, push], payload, not_json),
+            (
+                None,
+                &[("content-type", b"application/x-www-form-urlencodedx"), id, push],
+                payload,
+                not_json,
+            ),
+            (
+                None,
+                &[("content-type", b"text/plain; application/x-www-form-urlencoded"), id, push],
+                payload,
+                not_json,
+            ),
+            (None, &[form, form, id, push], payload, not_json),
+            (None, &[form, json, id, push], payload, not_json),
+            (None, &[json, id, push], br#"{"zen":"x"}"#, ok),
+        ];
+        for (types, headers, body, expect) in cases {
+            check(Provider::Github, *types, headers, body, *expect);
+        }
+        // Only GitHub documents form payloads; other providers' bodies must be JSON as sent.
+        let stripe_form: &[u8] = b"payload=%7B%22id%22%3A%22evt_1%22%7D";
+        check(Provider::Stripe, None, &[form], stripe_form, not_json);
+        let webhook_id: (&str, &[u8]) = ("webhook-id", b"msg_1");
+        check(Provider::Standard, None, &[form, webhook_id], b"payload=%7B%7D", not_json);
+    }
+
+    /// An event id with whitespace at an edge, or only whitespace, is refused wherever the
+    /// provider puts it; whitespace inside an id is the sender's business.
+    #[test]
+    fn event_id_whitespace() {
+        let cases: &[(&str, Result<&str, SchemaReject>)] = &[
+            ("evt_1", Ok("evt_1")),
+            ("evt 1", Ok("evt 1")),
+            ("e\u{a0}1", Ok("e\u{a0}1")),
+            (" evt_1", Err(SchemaReject::BadEventId)),
+            ("evt_1 ", Err(SchemaReject::BadEventId)),
+            (" evt_1 ", Err(SchemaReject::BadEventId)),
+            (" ", Err(SchemaReject::BadEventId)),
+            ("   ", Err(SchemaReject::BadEventId)),
+            ("\t", Err(SchemaReject::BadEventId)),
+            ("evt_1\t", Err(SchemaReject::BadEventId)),
+            ("\u{a0}evt_1", Err(SchemaReject::BadEventId)),
+            ("evt_1\u{3000}", Err(SchemaReject::BadEventId)),
+            ("\u{2003}", Err(SchemaReject::BadEventId)),
+            ("", Err(SchemaReject::BadEventId)),
+        ];
+        for (raw, expect) in cases {
+            let json_id = serde_json::to_string(raw).expect("a str serialises");
+            let stripe_body = format!(r#"{{"id":{json_id}}}"#);
+            let deliveries: [(Provider, &str, &[u8]); 3] = [
+                (Provider::Stripe, "x-unused", stripe_body.as_bytes()),
+                (Provider::Github, "x-github-delivery", b"{}"),
+                (Provider::Standard, "webhook-id", b"{}"),
+            ];
+            for (provider, header, body) in deliveries {
+                let headers: &[(&str, &[u8])] = &[(header, raw.as_bytes())];
+                check(provider, None, headers, body, expect.map(|id| (id, None)));
+            }
         }
     }
 

@@ -46,12 +46,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         },
         Arc::clone(&metrics),
     )
-    .with_context(|| format!("opening the ledger at {}", config.ledger.path.display()))?;
+    .map_err(|e| ledger_open_error(&config, &e))?;
 
     let listeners = ingress::bind_listeners(config.server.listen, cores)
-        .with_context(|| format!("binding server.listen {}", config.server.listen))?;
+        .with_context(|| format!("{}: server.listen", config.path.display()))?;
     let admin_listener = std::net::TcpListener::bind(config.server.admin_listen)
-        .with_context(|| format!("binding server.admin_listen {}", config.server.admin_listen))?;
+        .map_err(|e| in_use(config.server.admin_listen, e))
+        .with_context(|| format!("{}: server.admin_listen", config.path.display()))?;
     let listen = listeners[0].local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
 
@@ -70,15 +71,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let pipeline = Arc::new(Pipeline::new(Arc::clone(&config)));
     let mut threads = Vec::with_capacity(cores);
+    let connections_max = ingress::connections_per_core(cores);
     for (core, listener) in listeners.into_iter().enumerate() {
-        let ctx =
-            CoreCtx::new(Arc::clone(&pipeline), ledger.clone(), Arc::clone(&metrics.cores[core]));
+        let stats = Arc::clone(&metrics.cores[core]);
+        let ctx = CoreCtx::new(Arc::clone(&pipeline), ledger.clone(), stats, connections_max);
         threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop))?);
     }
     admin_state.listeners_bound.store(true, Ordering::Release);
-    tracing::info!(%listen, admin = %admin_addr, cores, io = backend.name(), "hookwall ready");
+    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), "hookwall ready");
 
-    let signal = wait_for_stop(&threads);
+    let signal = wait_for_stop(&threads, &ledger);
     tracing::info!(reason = signal, "stopping");
     admin_state.listeners_bound.store(false, Ordering::Release);
     stop.store(true, Ordering::Release);
@@ -100,7 +102,33 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     if failed {
         bail!("an ingress core failed; see the log above");
     }
+    if signal == STOP_LEDGER_STUCK {
+        bail!(
+            "the ledger could not write for {} s; exiting so the supervisor restarts hookwall \
+             and RocksDB reopens once the fault is cleared",
+            LEDGER_UNWRITABLE_MAX.as_secs()
+        );
+    }
     Ok(())
+}
+
+/// "address in use" with the address and the likely cause.
+fn in_use(addr: std::net::SocketAddr, e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        let why = format!("{addr} is already in use (another hookwall, or another server?)");
+        std::io::Error::new(std::io::ErrorKind::AddrInUse, why)
+    } else {
+        e
+    }
+}
+
+/// The ledger-open failure as an operator reads it: which file and field, and the likely
+/// cause when RocksDB's lock is held.
+fn ledger_open_error(config: &Config, e: &ledger::Error) -> anyhow::Error {
+    let text = e.to_string();
+    let hint =
+        if text.contains("lock") { " (is another hookwall running on this ledger?)" } else { "" };
+    anyhow::anyhow!("{}: ledger.path: {text}{hint}", config.path.display())
 }
 
 fn spawn_core(
@@ -119,8 +147,19 @@ fn spawn_core(
         .context("spawning an ingress thread")
 }
 
-/// Blocks until SIGTERM/SIGINT, or until an ingress core exits on its own (a failure).
-fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>]) -> &'static str {
+/// How long the ledger may stay unwritable before hookwall exits (with status 1). RocksDB
+/// treats a failed WAL write (disk full, EIO) as fatal until the database is reopened, so
+/// staying up would answer `503 unavailable` forever; exiting lets systemd restart hookwall
+/// (`Restart=on-failure`), which reopens the ledger once the fault is gone. Meanwhile every
+/// request was answered 503 (fail closed, R15), and nothing acknowledged is lost.
+const LEDGER_UNWRITABLE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// [`wait_for_stop`]'s answer when the ledger stayed unwritable.
+const STOP_LEDGER_STUCK: &str = "the ledger stayed unwritable";
+
+/// Blocks until SIGTERM/SIGINT, until an ingress core exits on its own (a failure), or until
+/// the ledger has been unwritable for [`LEDGER_UNWRITABLE_MAX`].
+fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>], ledger: &Ledger) -> &'static str {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -130,6 +169,7 @@ fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>]) -> &'static str {
         let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
         let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
         let mut check = tokio::time::interval(std::time::Duration::from_millis(200));
+        let mut unwritable_since = None;
         loop {
             tokio::select! {
                 _ = term.recv() => return "SIGTERM",
@@ -137,6 +177,15 @@ fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>]) -> &'static str {
                 _ = check.tick() => {
                     if threads.iter().any(JoinHandle::is_finished) {
                         return "an ingress core exited";
+                    }
+                    let now = crate::clock::monotonic();
+                    if ledger.healthy() {
+                        unwritable_since = None;
+                    } else if now.duration_since(*unwritable_since.get_or_insert(now))
+                        >= LEDGER_UNWRITABLE_MAX
+                    {
+                        tracing::error!("the ledger has been unwritable for {} s", LEDGER_UNWRITABLE_MAX.as_secs());
+                        return STOP_LEDGER_STUCK;
                     }
                 }
             }

@@ -110,6 +110,8 @@ struct Fields {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    /// How many `Host` field lines were seen (RFC 9112 §3.2: exactly one in HTTP/1.1).
+    hosts: usize,
 }
 
 impl Framer {
@@ -260,15 +262,21 @@ impl Fields {
             }
         } else if name.eq_ignore_ascii_case("expect") {
             self.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("host") {
+            self.hosts += 1;
         }
         Ok(())
     }
 
     /// Whole-head rules: `Content-Length` with `Transfer-Encoding` is a smuggling attempt
     /// (RFC 9112 §6.1, rejected rather than guessed), and `Transfer-Encoding` in HTTP/1.0 is
-    /// faulty framing (same section).
+    /// faulty framing (same section). RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or any
+    /// request with more than one `Host` line, is answered 400 (HTTP/1.0 may omit it).
     fn check(&self, http_11: bool) -> Result<(), FrameError> {
         if self.chunked && (self.content_length.is_some() || !http_11) {
+            return Err(FrameError::BadRequest);
+        }
+        if self.hosts > 1 || (http_11 && self.hosts == 0) {
             return Err(FrameError::BadRequest);
         }
         Ok(())
@@ -544,12 +552,12 @@ left 0"#,
     #[test]
     fn empty_bodies() {
         let cases = [
-            ("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "cl=Some(0)"),
-            ("GET / HTTP/1.1\r\n\r\n", "cl=None"),
+            ("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", "cl=Some(0)"),
+            ("GET / HTTP/1.1\r\nHost: h\r\n\r\n", "cl=None"),
         ];
         for (input, cl) in cases {
             let method = &input[..input.find(' ').unwrap()];
-            let headers = if cl == "cl=None" { "" } else { "content-length=0" };
+            let headers = if cl == "cl=None" { "host=h" } else { "host=h content-length=0" };
             check(
                 input,
                 &format!(
@@ -562,19 +570,20 @@ left 0"#,
 
     #[test]
     fn pipelined_requests() {
-        let one = "POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi";
-        let two = "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
-        let three = "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
+        let one = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi";
+        let two = "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   3\r\nabc\r\n0\r\n\r\n";
+        let three = "GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
         let mut input = String::new();
         let mut expect = String::new();
         for _ in 0..10 {
             input += &format!("{one}{two}{three}");
             expect += "head POST /a cl=Some(2) chunked=false expect=false keep_alive=true\n\
-                request POST /a keep_alive=true [content-length=2] body=\"hi\"\n\
+                request POST /a keep_alive=true [host=h content-length=2] body=\"hi\"\n\
                 head POST /b cl=None chunked=true expect=false keep_alive=true\n\
-                request POST /b keep_alive=true [transfer-encoding=chunked] body=\"abc\"\n\
+                request POST /b keep_alive=true [host=h transfer-encoding=chunked] body=\"abc\"\n\
                 head GET /c cl=None chunked=false expect=false keep_alive=false\n\
-                request GET /c keep_alive=false [connection=close] body=\"\"\n";
+                request GET /c keep_alive=false [host=h connection=close] body=\"\"\n";
         }
         check(&input, &(expect + "left 0"));
     }
@@ -601,9 +610,9 @@ left 0"#,
             ("|41\r\n", "error TooLarge"),
             ("20\r\n0123456789abcdef0123456789abcdef\r\n|21\r\n", "error TooLarge"),
         ];
-        let head = "POST /c HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n";
+        let head = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n";
         let head_line = "head POST /c cl=None chunked=true expect=false keep_alive=true";
-        let request_line = "request POST /c keep_alive=true [transfer-encoding=Chunked]";
+        let request_line = "request POST /c keep_alive=true [host=h transfer-encoding=Chunked]";
         for (body, outcome) in cases {
             let (done, left) = body.split_once('|').unwrap();
             let outcome = match outcome.starts_with("body=") {
@@ -617,7 +626,7 @@ left 0"#,
 
     #[test]
     fn chunk_line_and_trailers_are_bounded() {
-        let head = "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
         let head_line = "head POST /c cl=None chunked=true expect=false keep_alive=true";
         let long_ext = format!("1;{}\r\n", "e".repeat(CHUNK_LINE_BYTES_MAX));
         let expect = format!("{head_line}\nerror BadRequest\nleft {}", long_ext.len());
@@ -630,44 +639,116 @@ left 0"#,
     #[test]
     fn framing_errors() {
         let cases = [
-            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc",
-            "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
-            "POST / HTTP/1.1\r\nContent-Length: 3, 4\r\n\r\nabcd",
-            "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
-            "POST / HTTP/1.1\r\nContent-Length: 3x\r\n\r\nabc",
-            "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\
+             Transfer-Encoding: chunked\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\
+             Content-Length: 3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 4\r\n\r\nabcd",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3x\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length:\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\
+             Transfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            "POST / HTTP/2.0\r\n\r\n",
-            "POST / HTTP/1.2\r\n\r\n",
+            "POST / HTTP/2.0\r\nHost: h\r\n\r\n",
+            "POST / HTTP/1.2\r\nHost: h\r\n\r\n",
             "\x16\x03\x01\x02\x00\x01\x00\x01",
             "GARBAGE\r\n\r\n",
-            "POST /a b HTTP/1.1\r\n\r\n",
-            "POST / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-            "POST / HTTP/1.1\r\nFolded: x\r\n y\r\n\r\n",
+            "POST /a b HTTP/1.1\r\nHost: h\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nFolded: x\r\n y\r\n\r\n",
         ];
         for input in cases {
             check(input, &format!("error BadRequest\nleft {}", input.len()));
         }
     }
 
+    /// RFC 9112 §3.2: exactly one `Host` in HTTP/1.1, at most one in HTTP/1.0; a bad head is
+    /// refused before any body byte is consumed, on the first or any pipelined request.
+    #[test]
+    fn host_header() {
+        let ok = |version: &str, headers: &str| {
+            format!(
+                "head POST / cl=Some(2) chunked=false expect=false keep_alive={}\n\
+                 request POST / keep_alive={} [{headers}content-length=2] body=\"hi\"\nleft 0",
+                version == "1.1",
+                version == "1.1",
+            )
+        };
+        // (version, header lines before `Content-Length: 2`, expected rendering or `None` for
+        // 400 with every byte left unconsumed)
+        let cases = [
+            ("1.1", "Host: h\r\n", Some(ok("1.1", "host=h "))),
+            ("1.1", "HOST: h:8080\r\n", Some(ok("1.1", "host=h:8080 "))),
+            ("1.1", "Host:\r\n", Some(ok("1.1", "host= "))),
+            ("1.0", "", Some(ok("1.0", ""))),
+            ("1.0", "Host: h\r\n", Some(ok("1.0", "host=h "))),
+            ("1.1", "", None),
+            ("1.1", "X-Host: h\r\nHost-Name: h\r\n", None),
+            ("1.1", "Host: h\r\nHost: h\r\n", None),
+            ("1.1", "Host: a\r\nhost: b\r\n", None),
+            ("1.1", "Host: a\r\nX: y\r\nHost: a\r\n", None),
+            ("1.0", "Host: a\r\nHost: b\r\n", None),
+        ];
+        for (version, headers, expect) in cases {
+            let input = format!("POST / HTTP/{version}\r\n{headers}Content-Length: 2\r\n\r\nhi");
+            let expect = expect.unwrap_or(format!("error BadRequest\nleft {}", input.len()));
+            check(&input, &expect);
+        }
+        // Chunked: refused before the chunk-size line is read.
+        let chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        check(chunked, &format!("error BadRequest\nleft {}", chunked.len()));
+        // A later pipelined request is held to the same rule.
+        let first = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi";
+        let second = "POST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi";
+        check(
+            &format!("{first}{second}"),
+            &format!(
+                "head POST /a cl=Some(2) chunked=false expect=false keep_alive=true\n\
+                 request POST /a keep_alive=true [host=h content-length=2] body=\"hi\"\n\
+                 error BadRequest\nleft {}",
+                second.len()
+            ),
+        );
+    }
+
+    /// Absolute-form targets (RFC 9112 §3.2.2) frame as sent; `path()` routes on their path.
+    #[test]
+    fn absolute_form_targets() {
+        let cases = [
+            ("http://h:8080/webhooks/a?x=1", "/webhooks/a"),
+            ("HTTPS://h/webhooks/a", "/webhooks/a"),
+            ("http://h", "/"),
+            ("/webhooks/a", "/webhooks/a"),
+        ];
+        for (target, path) in cases {
+            let input = format!("POST {target} HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+            let mut framer = Framer::new(LIMITS);
+            let (_, frame) = framer.advance(input.as_bytes());
+            let Frame::Head(head) = frame else { panic!("{input:?}: {frame:?}") };
+            assert_eq!((head.target.as_str(), head.path()), (target, path), "{input:?}");
+            let Frame::Request(request) = framer.advance(b"").1 else { panic!("{input:?}") };
+            assert_eq!((request.target.as_str(), request.path()), (target, path), "{input:?}");
+        }
+    }
+
     #[test]
     fn duplicate_equal_content_lengths_are_one() {
         check(
-            "POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2, 2\r\n\r\nok",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\ncontent-length: 2, 2\r\n\r\nok",
             r#"
 head POST / cl=Some(2) chunked=false expect=false keep_alive=true
-request POST / keep_alive=true [content-length=2 content-length=2, 2] body="ok"
+request POST / keep_alive=true [host=h content-length=2 content-length=2, 2] body="ok"
 left 0"#,
         );
     }
 
     #[test]
     fn oversized_content_length_consumes_no_body_byte() {
-        let input = "POST / HTTP/1.1\r\nContent-Length: 65\r\n\r\nabc";
+        let input = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 65\r\n\r\nabc";
         let head_len = input.len() - 3;
         check(
             input,
@@ -680,7 +761,8 @@ left 0"#,
         assert_eq!(framer.advance(body), (0, Frame::Error(FrameError::TooLarge)));
         assert_eq!(framer.advance(body), (0, Frame::Error(FrameError::TooLarge)));
         // Exactly at the limit is fine.
-        let at_limit = format!("POST / HTTP/1.1\r\nContent-Length: 64\r\n\r\n{}", "b".repeat(64));
+        let at_limit =
+            format!("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 64\r\n\r\n{}", "b".repeat(64));
         let run = run(LIMITS, at_limit.as_bytes(), &[at_limit.len()]);
         assert!(run[1].starts_with("request") && run[2] == "left 0", "{run:?}");
     }
@@ -688,12 +770,12 @@ left 0"#,
     #[test]
     fn head_limits() {
         let max = LIMITS.header_bytes_max;
-        let complete = format!("POST / HTTP/1.1\r\nX: {}\r\n\r\n", "v".repeat(max));
+        let complete = format!("POST / HTTP/1.1\r\nHost: h\r\nX: {}\r\n\r\n", "v".repeat(max));
         check(&complete, &format!("error HeadersTooLarge\nleft {}", complete.len()));
-        let incomplete = format!("POST / HTTP/1.1\r\nX: {}", "v".repeat(max));
+        let incomplete = format!("POST / HTTP/1.1\r\nHost: h\r\nX: {}", "v".repeat(max));
         check(&incomplete, &format!("error HeadersTooLarge\nleft {}", incomplete.len()));
-        let pad = max - "POST / HTTP/1.1\r\nX: \r\n\r\n".len();
-        let exact = format!("POST / HTTP/1.1\r\nX: {}\r\n\r\n", "v".repeat(pad));
+        let pad = max - "POST / HTTP/1.1\r\nHost: h\r\nX: \r\n\r\n".len();
+        let exact = format!("POST / HTTP/1.1\r\nHost: h\r\nX: {}\r\n\r\n", "v".repeat(pad));
         assert_eq!(exact.len(), max);
         let run = run(LIMITS, exact.as_bytes(), &[exact.len()]);
         assert!(run[0].starts_with("head") && run[2] == "left 0", "{run:?}");
@@ -702,10 +784,12 @@ left 0"#,
     #[test]
     fn header_count_limit() {
         let headers = |n: usize| (0..n).map(|i| format!("h{i}: v\r\n")).collect::<String>();
-        let too_many = format!("POST / HTTP/1.1\r\n{}\r\n", headers(HEADER_COUNT_MAX + 1));
+        let too_many = format!("POST / HTTP/1.1\r\nHost: h\r\n{}\r\n", headers(HEADER_COUNT_MAX));
         check(&too_many, &format!("error HeadersTooLarge\nleft {}", too_many.len()));
-        let at_max = format!("POST / HTTP/1.1\r\n{}\r\n", headers(HEADER_COUNT_MAX));
-        let listed: Vec<String> = (0..HEADER_COUNT_MAX).map(|i| format!("h{i}=v")).collect();
+        let at_max = format!("POST / HTTP/1.1\r\nHost: h\r\n{}\r\n", headers(HEADER_COUNT_MAX - 1));
+        let listed: Vec<String> = std::iter::once("host=h".to_owned())
+            .chain((0..HEADER_COUNT_MAX - 1).map(|i| format!("h{i}=v")))
+            .collect();
         check(
             &at_max,
             &format!(
@@ -732,7 +816,7 @@ left 0"#,
             ("1.0", "Expect: 100-continue\r\n", false, false),
         ];
         for (version, headers, keep_alive, expect_continue) in cases {
-            let input = format!("POST /x HTTP/{version}\r\n{headers}\r\n");
+            let input = format!("POST /x HTTP/{version}\r\nHost: h\r\n{headers}\r\n");
             let mut framer = Framer::new(LIMITS);
             let (n, frame) = framer.advance(input.as_bytes());
             assert_eq!(n, input.len());
@@ -747,7 +831,7 @@ left 0"#,
     #[test]
     fn body_bytes_are_consumed_as_they_arrive() {
         let mut framer = Framer::new(LIMITS);
-        let head = b"POST / HTTP/1.1\r\nContent-Length: 6\r\n\r\n";
+        let head = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\n\r\n";
         assert!(matches!(framer.advance(head).1, Frame::Head(_)));
         assert_eq!(framer.advance(b"abc"), (3, Frame::Incomplete));
         assert_eq!(framer.advance(b""), (0, Frame::Incomplete));

@@ -25,7 +25,8 @@ pub struct Limits {
 pub struct Request {
     /// Method token as sent (`POST`).
     pub method: String,
-    /// Request target as sent (origin form, e.g. `/webhooks/stripe-billing?x=1`).
+    /// Request target as sent: origin form (`/webhooks/stripe-billing?x=1`) or absolute form
+    /// (`http://hookwall.example:8080/webhooks/stripe-billing`, RFC 9112 §3.2.2).
     pub target: String,
     /// Headers in arrival order; names lowercased, values as raw bytes.
     pub headers: Vec<(String, Vec<u8>)>,
@@ -52,9 +53,9 @@ impl Request {
         self.headers.iter().filter(move |(n, _)| n == name).map(|(_, v)| v.as_slice())
     }
 
-    /// The path part of the target (before `?`).
+    /// The path part of the target (see [`target_path`]).
     pub fn path(&self) -> &str {
-        self.target.split('?').next().unwrap_or("")
+        target_path(&self.target)
     }
 }
 
@@ -64,7 +65,7 @@ impl Request {
 pub struct Head {
     /// Method token as sent.
     pub method: String,
-    /// Request target as sent.
+    /// Request target as sent (origin or absolute form).
     pub target: String,
     /// Declared `Content-Length`, if any.
     pub content_length: Option<u64>,
@@ -77,9 +78,9 @@ pub struct Head {
 }
 
 impl Head {
-    /// The path part of the target (before `?`).
+    /// The path part of the target (see [`target_path`]).
     pub fn path(&self) -> &str {
-        self.target.split('?').next().unwrap_or("")
+        target_path(&self.target)
     }
 }
 
@@ -87,10 +88,103 @@ impl Head {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameError {
     /// Malformed request line, header, chunk size, or both `Content-Length` and
-    /// `Transfer-Encoding`, or an unsupported transfer coding → 400 `bad_request`.
+    /// `Transfer-Encoding`, or an unsupported transfer coding, or an HTTP/1.1 request without
+    /// `Host`, or any request with more than one `Host` (RFC 9112 §3.2) → 400 `bad_request`.
     BadRequest,
     /// Head over `header_bytes_max` or more than `HEADER_COUNT_MAX` headers → 431.
     HeadersTooLarge,
     /// Body over `body_bytes_max` → 413 `too_large`.
     TooLarge,
+}
+
+/// The path of a request target, the part routing looks at: the query (`?…`) is dropped, and an
+/// absolute-form target (RFC 9112 §3.2.2, which a server MUST accept) loses its
+/// `http://` / `https://` scheme (any case) and authority; an absolute form with nothing after
+/// the authority has path `/`. Other targets (`*`, authority form, other schemes) are returned
+/// as they are and route nowhere.
+fn target_path(target: &str) -> &str {
+    let Some(rest) = strip_http_scheme(target) else {
+        return without_query(target);
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match without_query(&rest[authority_end..]) {
+        "" => "/",
+        path => path,
+    }
+}
+
+/// `target` before its first `?`.
+fn without_query(target: &str) -> &str {
+    target.split('?').next().unwrap_or("")
+}
+
+/// `target` after a leading `http://` or `https://` (ASCII case-insensitive), if it has one.
+fn strip_http_scheme(target: &str) -> Option<&str> {
+    ["http://", "https://"].iter().find_map(|scheme| {
+        let head = target.get(..scheme.len())?;
+        head.eq_ignore_ascii_case(scheme).then(|| &target[scheme.len()..])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Head, Request};
+
+    /// `target` must route as `path` through both [`Head::path`] and [`Request::path`].
+    fn check(target: &str, path: &str) {
+        let head = Head {
+            method: "POST".to_owned(),
+            target: target.to_owned(),
+            content_length: None,
+            chunked: false,
+            expect_continue: false,
+            keep_alive: true,
+        };
+        let request = Request {
+            method: "POST".to_owned(),
+            target: target.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            keep_alive: true,
+        };
+        assert_eq!(head.path(), path, "Head::path of {target:?}");
+        assert_eq!(request.path(), path, "Request::path of {target:?}");
+    }
+
+    #[test]
+    fn target_paths() {
+        let cases = [
+            // Origin form: the query goes, the rest stays.
+            ("/webhooks/a", "/webhooks/a"),
+            ("/webhooks/a?x=1&y=2", "/webhooks/a"),
+            ("/webhooks/a?", "/webhooks/a"),
+            ("/", "/"),
+            ("/?x", "/"),
+            ("/webhooks/http://h/x", "/webhooks/http://h/x"),
+            // Absolute form: scheme (any case) and authority go.
+            ("http://h/webhooks/a", "/webhooks/a"),
+            ("http://hookwall.example:8080/webhooks/a?x=1", "/webhooks/a"),
+            ("https://h/webhooks/a", "/webhooks/a"),
+            ("HTTP://h/webhooks/a", "/webhooks/a"),
+            ("HtTpS://h/webhooks/a", "/webhooks/a"),
+            ("http://user@h:1/webhooks/a", "/webhooks/a"),
+            ("http://[::1]:8080/webhooks/a", "/webhooks/a"),
+            ("http://h/", "/"),
+            ("http://h", "/"),
+            ("http://h:8080", "/"),
+            ("http://h?x=1", "/"),
+            ("https://h:443?", "/"),
+            ("http://h//webhooks/a", "//webhooks/a"),
+            // Neither: left alone (and routed nowhere).
+            ("*", "*"),
+            ("h:443", "h:443"),
+            ("ftp://h/webhooks/a", "ftp://h/webhooks/a"),
+            ("http:/webhooks/a", "http:/webhooks/a"),
+            ("httpx://h/webhooks/a", "httpx://h/webhooks/a"),
+            ("", ""),
+        ];
+        for (target, path) in cases {
+            check(target, path);
+        }
+    }
 }

@@ -37,18 +37,25 @@ pub struct CoreCtx {
     pub limits: http::Limits,
     /// `server.read_timeout`.
     pub read_timeout: Duration,
+    /// Most open connections on this core (see [`super::connections_per_core`]).
+    pub connections_max: usize,
 }
 
 impl CoreCtx {
-    /// The context for one core.
-    pub fn new(pipeline: Arc<Pipeline>, ledger: Ledger, stats: Arc<CoreStats>) -> CoreCtx {
+    /// The context for one core that may hold `connections_max` connections.
+    pub fn new(
+        pipeline: Arc<Pipeline>,
+        ledger: Ledger,
+        stats: Arc<CoreStats>,
+        connections_max: usize,
+    ) -> CoreCtx {
         let server = &pipeline.config.server;
         let limits = http::Limits {
             header_bytes_max: server.header_bytes_max,
             body_bytes_max: server.body_bytes_max,
         };
         let read_timeout = server.read_timeout;
-        CoreCtx { pipeline, ledger, stats, limits, read_timeout }
+        CoreCtx { pipeline, ledger, stats, limits, read_timeout, connections_max }
     }
 
     /// Most bytes a connection may hold unprocessed before it is closed as abusive: one full
@@ -81,6 +88,8 @@ pub struct Conn {
     request_started: Option<Instant>,
     /// Last time any byte arrived or an answer left (idle keep-alive timeout).
     last_activity: Instant,
+    /// The server is stopping: every further answer closes the connection.
+    draining: bool,
 }
 
 impl Conn {
@@ -94,7 +103,22 @@ impl Conn {
             phase: Phase::Reading { source: None },
             request_started: None,
             last_activity: now,
+            draining: false,
         }
+    }
+
+    /// The server is stopping: the request in progress (if any) is still read and answered,
+    /// with `Connection: close`, and nothing more.
+    pub fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// Whether no request is in progress: nothing buffered, none started, none admitting.
+    /// An idle connection can be closed without losing anything.
+    pub fn idle(&self) -> bool {
+        matches!(self.phase, Phase::Reading { .. })
+            && self.request_started.is_none()
+            && self.input_start == self.input.len()
     }
 
     /// Appends received bytes.
@@ -246,6 +270,7 @@ impl Conn {
         keep_alive: bool,
         read_at: Option<Instant>,
     ) {
+        let keep_alive = keep_alive && !self.draining;
         http::write_answer(&mut self.output, answer, event_id, keep_alive);
         ctx.stats.count(source, answer);
         if let (Some(source), Some(read_at)) = (source, read_at) {

@@ -3,6 +3,7 @@
 //! [`Conn`] as the io_uring back end. Used where io_uring is unavailable (Docker's default
 //! seccomp profile, `kernel.io_uring_disabled`) or when `server.io = "epoll"`.
 
+use std::cell::Cell;
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::conn::{Conn, CoreCtx, Step};
+use super::uring::AcceptErrors;
 use crate::clock;
 use crate::ledger::{Decision, Reply};
-use crate::limits::{CONNECTIONS_PER_CORE_MAX, RECV_BUFFER_BYTES};
+use crate::limits::RECV_BUFFER_BYTES;
 
 /// How often a waiting read wakes to check `read_timeout`, and the accept loop `stop`.
 const TICK: Duration = Duration::from_millis(200);
@@ -32,27 +34,37 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let ctx = Rc::new(ctx);
         let open = Rc::new(std::cell::Cell::new(0usize));
+        let stopping = Rc::new(std::cell::Cell::new(false));
+        let mut accept_errors = AcceptErrors::new();
         while !stop.load(Ordering::Acquire) {
             let accepted = tokio::time::timeout(TICK, listener.accept()).await;
             let Ok(accepted) = accepted else { continue };
             match accepted {
-                Ok((stream, _peer)) if open.get() < CONNECTIONS_PER_CORE_MAX => {
+                Ok((stream, _peer)) if open.get() < ctx.connections_max => {
                     let _ = stream.set_nodelay(true);
-                    let (ctx, open) = (Rc::clone(&ctx), Rc::clone(&open));
+                    let (ctx, open, stopping) =
+                        (Rc::clone(&ctx), Rc::clone(&open), Rc::clone(&stopping));
                     open.set(open.get() + 1);
                     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
                     tokio::task::spawn_local(async move {
-                        serve(&ctx, stream).await;
+                        serve(&ctx, stream, &stopping).await;
                         open.set(open.get() - 1);
                         ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
                     });
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    // Out of descriptors or memory: every accept would fail at once. Pause
+                    // instead of spinning; the backlog keeps the connections meanwhile.
+                    accept_errors.record(&e, clock::monotonic());
+                    tokio::time::sleep(TICK).await;
+                }
             }
         }
         drop(listener);
-        // Let connections with a commit in flight answer it (bounded like the io_uring core).
+        // Drain: requests in progress are answered (with `Connection: close`), idle
+        // connections close at their next tick; bounded like the io_uring core.
+        stopping.set(true);
         let deadline = clock::monotonic() + Duration::from_secs(5);
         while open.get() > 0 && clock::monotonic() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -62,10 +74,13 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
 }
 
 /// Serves one connection until it closes.
-async fn serve(ctx: &CoreCtx, mut stream: TcpStream) {
+async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>) {
     let mut conn = Conn::new(ctx, clock::monotonic());
     let mut buf = vec![0u8; RECV_BUFFER_BYTES];
     loop {
+        if stopping.get() {
+            conn.drain();
+        }
         let mut pending: Option<tokio::sync::oneshot::Receiver<Decision>> = None;
         let step = {
             let mut make_reply = || -> Reply {
@@ -89,7 +104,7 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream) {
                 conn.on_decision(ctx, decision);
             }
             Step::NeedRead => {
-                if !read(ctx, &mut stream, &mut conn, &mut buf).await {
+                if !read(ctx, &mut stream, &mut conn, &mut buf, stopping).await {
                     let _ = flush(&mut stream, &mut conn).await;
                     return;
                 }
@@ -100,7 +115,13 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream) {
 
 /// Reads once (waking every tick for `read_timeout`). Returns false when the connection
 /// must close (EOF, error, timeout).
-async fn read(ctx: &CoreCtx, stream: &mut TcpStream, conn: &mut Conn, buf: &mut [u8]) -> bool {
+async fn read(
+    ctx: &CoreCtx,
+    stream: &mut TcpStream,
+    conn: &mut Conn,
+    buf: &mut [u8],
+    stopping: &Cell<bool>,
+) -> bool {
     loop {
         match tokio::time::timeout(TICK, stream.read(buf)).await {
             Ok(Ok(0) | Err(_)) => return false,
@@ -111,6 +132,12 @@ async fn read(ctx: &CoreCtx, stream: &mut TcpStream, conn: &mut Conn, buf: &mut 
             Err(_elapsed) => {
                 if conn.on_tick(ctx, clock::monotonic()) {
                     return false;
+                }
+                if stopping.get() {
+                    conn.drain();
+                    if conn.idle() {
+                        return false;
+                    }
                 }
             }
         }

@@ -51,24 +51,75 @@ pub fn choose(mode: IoMode) -> Result<(Backend, String), String> {
 /// Binds `count` `SO_REUSEPORT` listeners on `addr`. When `addr` has port 0 the first socket
 /// picks a port and the others join it.
 ///
+/// `SO_REUSEPORT` would also let a second hookwall (or anything else running as the same
+/// user) join the group silently, and the kernel would then split deliveries between two
+/// ledgers — one event admitted twice. So the address is first bound without
+/// `SO_REUSEPORT`: that fails with "address in use" when anyone listens there already.
+///
 /// # Errors
 /// Socket, bind or listen failures (e.g. the address is in use).
 pub fn bind_listeners(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpListener>> {
+    if addr.port() != 0 {
+        let probe = socket(addr)?;
+        probe.set_reuse_address(true)?;
+        probe.bind(&addr.into()).map_err(|e| in_use(addr, e))?;
+        drop(probe);
+    }
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
+        let socket = socket(addr)?;
         socket.set_reuse_address(true)?;
         socket.set_reuse_port(true)?;
-        socket.bind(&addr.into())?;
+        socket.bind(&addr.into()).map_err(|e| in_use(addr, e))?;
         socket.listen(4096)?;
         let listener: TcpListener = socket.into();
         addr = listener.local_addr()?;
         listeners.push(listener);
     }
     Ok(listeners)
+}
+
+fn socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
+    socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+}
+
+fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        let why = format!("{addr} is already in use (another hookwall, or another server?)");
+        io::Error::new(io::ErrorKind::AddrInUse, why)
+    } else {
+        e
+    }
+}
+
+/// File descriptors kept back from connections (or a quarter of the limit, if smaller): the
+/// ledger's files (RocksDB's `max_open_files` is bounded too), listeners, the admin
+/// listener, the dispatcher's outbound connections, eventfds, logs.
+const FDS_RESERVED: u64 = 1024;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
+/// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
+/// or less when the descriptor limit cannot cover it. At the cap, new connections are
+/// accepted and closed at once instead of running the process out of descriptors.
+pub fn connections_per_core(cores: usize) -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+        {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+    }
+    let usable = limit.rlim_cur.saturating_sub(FDS_RESERVED.min(limit.rlim_cur / 4));
+    let per_core = usize::try_from(usable / cores.max(1) as u64).unwrap_or(usize::MAX);
+    per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX)
 }

@@ -18,7 +18,7 @@ use io_uring::{cqueue, opcode, squeue, IoUring};
 use super::conn::{Conn, CoreCtx, Step};
 use crate::clock;
 use crate::ledger::{Decision, Reply};
-use crate::limits::{CONNECTIONS_PER_CORE_MAX, RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES};
+use crate::limits::{RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES};
 
 /// Submission queue entries per ring.
 const RING_ENTRIES: u32 = 4096;
@@ -26,8 +26,10 @@ const RING_ENTRIES: u32 = 4096;
 const BUFFER_GROUP: u16 = 0;
 /// How often connections are checked for `read_timeout` and the loop for shutdown.
 const TICK_NS: u32 = 200_000_000;
-/// How long a stopping core waits for admissions in flight before it leaves.
+/// How long a stopping core keeps serving the requests in progress before it leaves.
 const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// Accept failures (EMFILE, ENFILE, ENOMEM, …) are logged at most this often.
+const ACCEPT_ERROR_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 const KIND_ACCEPT: u64 = 1;
 const KIND_RECV: u64 = 2;
@@ -224,7 +226,35 @@ struct Core {
     tick: Timespec,
     listen_fd: RawFd,
     accepting: bool,
+    /// Accepting paused after a resource error; resumed on the next tick.
+    accept_paused: bool,
+    accept_errors: AcceptErrors,
     open: usize,
+}
+
+/// Rate-limits the accept-failure log: a descriptor shortage fails every accept, and
+/// logging each one would flood the log and burn the core.
+pub(crate) struct AcceptErrors {
+    failed: u64,
+    last_logged: Option<Instant>,
+}
+
+impl AcceptErrors {
+    pub(crate) fn new() -> AcceptErrors {
+        AcceptErrors { failed: 0, last_logged: None }
+    }
+
+    /// Counts one failure and logs it (with the count since the last line) at most every
+    /// `ACCEPT_ERROR_LOG_EVERY`.
+    pub(crate) fn record(&mut self, error: &io::Error, now: Instant) {
+        self.failed += 1;
+        if self.last_logged.is_some_and(|t| now.duration_since(t) < ACCEPT_ERROR_LOG_EVERY) {
+            return;
+        }
+        tracing::warn!(error = %error, failed = self.failed, "accept failed; pausing accepts briefly (logged at most every 10 s)");
+        self.failed = 0;
+        self.last_logged = Some(now);
+    }
 }
 
 /// Runs one ingress core on io_uring until `stop` is set, then drains admissions in flight
@@ -255,6 +285,8 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
         tick: Timespec::new().nsec(TICK_NS),
         listen_fd: listener.as_raw_fd(),
         accepting: true,
+        accept_paused: false,
+        accept_errors: AcceptErrors::new(),
         open: 0,
     };
     let result = core.run(stop);
@@ -342,6 +374,9 @@ impl Core {
         self.push(&entry);
     }
 
+    /// Stops accepting and drains: every connection answers the request in progress (if any)
+    /// with `Connection: close`; idle ones are closed at the next tick, so a request already on
+    /// its way still gets its answer.
     fn stop_accepting(&mut self) {
         if self.accepting {
             self.accepting = false;
@@ -350,14 +385,8 @@ impl Core {
                 .user_data(user_data(KIND_CANCEL, 0, 0));
             self.push(&entry);
         }
-        let idle: Vec<usize> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().filter(|s| !s.conn.admitting()).map(|_| i))
-            .collect();
-        for slot in idle {
-            self.close(slot);
+        for s in self.slots.iter_mut().flatten() {
+            s.conn.drain();
         }
     }
 
@@ -374,18 +403,30 @@ impl Core {
     }
 
     fn on_accept(&mut self, result: i32, flags: u32) {
+        let more = cqueue::more(flags);
         if result >= 0 {
             self.admit_connection(result);
         } else if result != -libc::ECANCELED {
-            tracing::warn!(error = %io::Error::from_raw_os_error(-result), "accept failed");
+            let error = io::Error::from_raw_os_error(-result);
+            self.accept_errors.record(&error, clock::monotonic());
+            // Out of descriptors or memory: every accept would fail at once. Pause until the
+            // next tick instead of spinning; the backlog keeps the connections meanwhile.
+            self.accept_paused = true;
+            if more {
+                let cancel = opcode::AsyncCancel::new(user_data(KIND_ACCEPT, 0, 0))
+                    .build()
+                    .user_data(user_data(KIND_CANCEL, 0, 0));
+                self.push(&cancel);
+            }
+            return;
         }
-        if !cqueue::more(flags) && self.accepting {
+        if !more && self.accepting && !self.accept_paused {
             self.arm_accept();
         }
     }
 
     fn admit_connection(&mut self, fd: RawFd) {
-        if self.open >= CONNECTIONS_PER_CORE_MAX || !self.accepting {
+        if self.open >= self.ctx.connections_max || !self.accepting {
             // SAFETY: closing the fd we were just given.
             unsafe { libc::close(fd) };
             return;
@@ -527,17 +568,19 @@ impl Core {
             self.flush(slot);
         }
         if !self.accepting {
-            let idle: Vec<usize> = self
-                .slots
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| {
-                    s.as_ref().filter(|s| !s.conn.admitting() && !s.closing).map(|_| i)
+            let idle: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| {
+                    self.slots[i].as_ref().is_some_and(|s| {
+                        s.conn.idle() && !s.send_in_flight && !s.closing && s.conn.output.is_empty()
+                    })
                 })
                 .collect();
             for slot in idle {
                 self.close(slot);
             }
+        } else if self.accept_paused {
+            self.accept_paused = false;
+            self.arm_accept();
         }
         self.arm_tick();
     }

@@ -70,8 +70,14 @@ fn db_options() -> Options {
     o.create_missing_column_families(true);
     o.set_max_background_jobs(BACKGROUND_JOBS);
     o.set_keep_log_file_num(LOG_FILES_KEPT);
+    // Bounded, so RocksDB's table files cannot take the descriptors ingress counts on
+    // (the default, -1, keeps every table file open).
+    o.set_max_open_files(MAX_OPEN_FILES);
     o
 }
+
+/// Table files RocksDB keeps open at most (part of `ingress::FDS_RESERVED`).
+const MAX_OPEN_FILES: i32 = 512;
 
 /// Per-CF options: bloom filters for claims (point lookups), lz4 for inbox bodies.
 fn cf_options(name: &str) -> Options {

@@ -103,9 +103,13 @@ fn ledger_write_failure_fails_closed() {
     let pads = (0..8).map(|_| 0).chain((0..8).map(|_| 64 << 10)).chain((0..24).map(|_| 900 << 10));
     let mut answers: Vec<(String, u16, String, Option<String>)> = Vec::new();
     let mut first_unavailable = None;
+    let mut acked: Vec<(String, usize)> = Vec::new();
     for (n, pad) in pads.enumerate() {
         let id = sign::unique_id("evt_full");
         let r = post(&hw, &id, &padded_body(&id, pad));
+        if r.status == 200 {
+            acked.push((id.clone(), pad));
+        }
         answers.push((id, r.status, r.code(), r.header("retry-after").map(str::to_owned)));
         if r.status == 503 && first_unavailable.is_none() {
             first_unavailable = Some(n);
@@ -143,5 +147,26 @@ fn ledger_write_failure_fails_closed() {
         assert!(Instant::now() < deadline, "/readyz still {status} with a full ledger disk");
         std::thread::sleep(Duration::from_millis(20)); // poll interval
     }
+
+    // RocksDB keeps a failed WAL write fatal until the DB is reopened, so hookwall exits with
+    // status 1 once the ledger has stayed unwritable (10 s) for its supervisor to restart it.
+    let mut hw = hw;
+    let status = hw.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "exit status; stderr:\n{}", hw.stderr());
+    assert!(hw.stderr().contains("unwritable"), "the log says why; stderr:\n{}", hw.stderr());
+
+    // The fault cleared, a restart admits again, and nothing acknowledged was lost.
+    std::fs::remove_file(mount.join("filler")).expect("removing the filler");
+    let hw = Hookwall::start(dir.path(), &setup);
+    let r = post(&hw, &id, &padded_body(&id, 0));
+    assert_eq!(r.answer(), (200, "duplicate".to_owned()), "acked before the fault: {r}");
+    for (id, pad) in &acked {
+        let r = post(&hw, id, &padded_body(id, *pad));
+        let known = "an event acked while the disk filled is still known";
+        assert_eq!(r.answer(), (200, "duplicate".to_owned()), "{known}: {r}");
+    }
+    let fresh = sign::unique_id("evt_after_recovery");
+    let r = post(&hw, &fresh, &padded_body(&fresh, 0));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "after recovery: {r}");
     drop(hw);
 }

@@ -123,6 +123,8 @@ pub struct Setup {
     pub backoff_min: &'static str,
     /// `destination.backoff_max`.
     pub backoff_max: &'static str,
+    /// `RLIMIT_NOFILE` (soft and hard) for the child, when set.
+    pub nofile: Option<u64>,
 }
 
 impl Setup {
@@ -139,6 +141,7 @@ impl Setup {
             attempts_max: 5,
             backoff_min: "10ms",
             backoff_max: "50ms",
+            nofile: None,
         }
     }
 
@@ -220,7 +223,21 @@ impl Hookwall {
         std::fs::write(&config_path, setup.toml(ingress, admin)).expect("writing the config");
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
+        if let Some(n) = setup.nofile {
+            let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+            // SAFETY: setrlimit between fork and exec touches only the child's own limits.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .arg("serve")
             .arg("-c")
             .arg(&config_path)
@@ -270,12 +287,23 @@ impl Hookwall {
 
     /// SIGTERM, then waits (bounded) for the exit; returns its status.
     pub fn stop(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("hookwall is running");
+        self.terminate();
+        self.wait_exit(STOP_TIMEOUT)
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn terminate(&mut self) {
+        let child = self.child.as_ref().expect("hookwall is running");
         let pid = i32::try_from(child.id()).expect("pid fits in i32");
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
         assert_eq!(rc, 0, "kill(SIGTERM) failed");
-        let deadline = Instant::now() + STOP_TIMEOUT;
+    }
+
+    /// Waits (bounded by `timeout`) for the child to exit on its own; returns its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("hookwall is running");
+        let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = child.try_wait().expect("try_wait") {
                 return status;
@@ -283,10 +311,7 @@ impl Hookwall {
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "hookwall did not stop within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
-                    self.stderr()
-                );
+                panic!("hookwall did not exit within {timeout:?}; stderr:\n{}", self.stderr());
             }
             std::thread::sleep(Duration::from_millis(20)); // poll interval
         }

@@ -40,6 +40,7 @@ mod dispatch;
 mod durability;
 mod harness;
 mod ingress;
+mod lifecycle;
 mod metrics;
 mod sign;
 mod sink;

@@ -1,0 +1,115 @@
+//! Lifecycle and resource exhaustion: running out of file descriptors, a second instance on
+//! the same port, and SIGTERM while a request is in progress. Each of these once went wrong:
+//! an accept loop that spun and flooded the log, two instances silently splitting one port
+//! (one event admitted twice), and a stop that reset connections with a request on the wire.
+
+use crate::client::{self, Conn};
+use crate::harness::{Fixture, Io};
+use crate::sign::{self, Provider};
+use crate::sink::Script;
+use std::process::{Command, Stdio};
+
+on_both_io! {
+    /// With far more connections than file descriptors, hookwall keeps serving and its log
+    /// stays small (accept failures are paused and rate-limited, not retried in a loop).
+    fn descriptor_exhaustion_keeps_serving(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |s| s.nofile = Some(48));
+        let held: Vec<Conn> =
+            (0..120).filter_map(|_| Conn::try_connect(f.hw.ingress).ok()).collect();
+        // Every held connection has reached the server (accepted, closed at the cap, or
+        // waiting in the backlog); a request on a fresh connection after they go is answered.
+        let probe = client::try_get(f.hw.admin, "/healthz").expect("admin still answers");
+        assert_eq!(probe.status, 200);
+        drop(held);
+        let source = crate::harness::stripe_a();
+        let id = sign::unique_id("evt_after_flood");
+        let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+        let log = f.hw.stderr();
+        let failures = log.matches("accept failed").count();
+        assert!(failures <= 4, "accept failures are rate-limited; {failures} lines:\n{log}");
+        assert!(log.len() < 64 * 1024, "the log stays small: {} bytes", log.len());
+    }
+}
+
+/// A second hookwall on the same ingress address refuses to start (exit 1, "in use") instead
+/// of sharing the port through SO_REUSEPORT and admitting some events into its own ledger.
+#[test]
+fn second_instance_on_the_same_port_is_refused() {
+    let f = Fixture::new(Io::Auto, Script::always(200));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut setup = f.hw.setup.clone();
+    setup.ledger = dir.path().join("other-ledger");
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").expect("probe");
+    let admin_addr = admin.local_addr().expect("probe address");
+    drop(admin);
+    let config = dir.path().join("second.toml");
+    std::fs::write(&config, setup.toml(f.hw.ingress, admin_addr)).expect("writing config");
+    let log = dir.path().join("second.stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["serve", "-c"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("creating the log"))
+        .spawn()
+        .expect("spawning a second hookwall");
+    // Bounded: a second instance that wrongly starts would otherwise run forever.
+    let deadline = std::time::Instant::now() + crate::harness::READY_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval
+    };
+    let out = std::process::Output {
+        status: status.expect("a second instance on the same port must exit, not serve"),
+        stdout: Vec::new(),
+        stderr: std::fs::read(&log).expect("reading the log"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "second instance must fail; stderr:\n{stderr}");
+    assert!(stderr.contains("already in use"), "says why; stderr:\n{stderr}");
+    assert!(stderr.contains("server.listen"), "names the field; stderr:\n{stderr}");
+}
+
+on_both_io! {
+    /// SIGTERM while a request is half sent: the request is still read, admitted and answered,
+    /// then its connection and an idle keep-alive connection are closed, and the process exits
+    /// 0.
+    fn sigterm_finishes_the_request_in_progress(io: Io) {
+        let mut f = Fixture::new(io, Script::always(200));
+        let source = crate::harness::stripe_a();
+        let path = format!("/webhooks/{}", source.id);
+        let signed = |id: &str| {
+            let body = sign::body(Provider::Stripe, id, "x");
+            let secret = source.secrets[0].1;
+            let headers = sign::headers(Provider::Stripe, secret, id, sign::now_unix_s(), &body);
+            (client::request("POST", &path, &headers, &body), body.len())
+        };
+        // An idle keep-alive connection: one request answered, nothing in progress.
+        let mut idle = Conn::connect(f.hw.ingress);
+        idle.send(&signed(&sign::unique_id("evt_idle")).0);
+        assert_eq!(idle.read_response().answer(), (200, "accepted".to_owned()));
+        // A connection with half a request on the wire when the signal comes.
+        let (wire, body_len) = signed(&sign::unique_id("evt_during_stop"));
+        let split = wire.len() - body_len / 2;
+        let mut busy = Conn::connect(f.hw.ingress);
+        busy.send(&wire[..split]);
+        f.hw.terminate();
+        busy.send(&wire[split..]);
+        let r = busy.read_response();
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+        // Answered with `Connection: close` when the core had seen the signal first, else
+        // closed right after: either way nothing more is read from it.
+        assert!(busy.try_read_response().is_err(), "the connection is closed after its answer");
+        assert!(idle.try_read_response().is_err(), "the idle connection is closed");
+        let status = f.hw.wait_exit(crate::harness::STOP_TIMEOUT);
+        assert!(status.success(), "exit status {status}; stderr:\n{}", f.hw.stderr());
+    }
+}
