@@ -24,10 +24,13 @@ pub use exposition::{render_metrics, METRIC_NAMES};
 use crate::config::Config;
 use crate::metrics::Metrics;
 
-/// Admin connections served at once; further accepts wait for a free slot.
-const ADMIN_CONNECTIONS_MAX: usize = 64;
+/// Admin connections served at once; further accepts wait for a free slot. Generous, so idle
+/// connections cannot starve health checks and scrapes for long.
+const ADMIN_CONNECTIONS_MAX: usize = 1024;
 /// Longest time a client may take to send a request head (slow clients are closed).
-const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a failed accept (e.g. out of descriptors), instead of retrying in a loop.
+const ADMIN_ACCEPT_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the admin listener reads to answer.
 pub struct AdminState {
@@ -104,7 +107,10 @@ async fn accept_loop(
             Ok((stream, _)) => {
                 tokio::spawn(serve_connection(stream, Arc::clone(&state), permit));
             }
-            Err(e) => tracing::debug!(error = %e, "An admin accept failed."),
+            Err(e) => {
+                tracing::debug!(error = %e, "An admin accept failed.");
+                tokio::time::sleep(ADMIN_ACCEPT_PAUSE).await;
+            }
         }
     }
 }
