@@ -33,24 +33,15 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
     local.block_on(&runtime, async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let ctx = Rc::new(ctx);
-        let open = Rc::new(std::cell::Cell::new(0usize));
-        let stopping = Rc::new(std::cell::Cell::new(false));
+        let open = Rc::new(Cell::new(0usize));
+        let stopping = Rc::new(Cell::new(false));
         let mut accept_errors = AcceptErrors::new();
         while !stop.load(Ordering::Acquire) {
             let accepted = tokio::time::timeout(TICK, listener.accept()).await;
             let Ok(accepted) = accepted else { continue };
             match accepted {
                 Ok((stream, _peer)) if open.get() < ctx.connections_max => {
-                    let _ = stream.set_nodelay(true);
-                    let (ctx, open, stopping) =
-                        (Rc::clone(&ctx), Rc::clone(&open), Rc::clone(&stopping));
-                    open.set(open.get() + 1);
-                    ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
-                    tokio::task::spawn_local(async move {
-                        serve(&ctx, stream, &stopping).await;
-                        open.set(open.get() - 1);
-                        ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
-                    });
+                    spawn_connection(&ctx, &open, &stopping, stream);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -61,16 +52,41 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
                 }
             }
         }
+        // Connections already in the backlog were made before the stop: serve them too
+        // (closing the listener would reset them, and they may carry a request).
+        stopping.set(true);
+        while let Ok(Ok((stream, _))) =
+            tokio::time::timeout(Duration::ZERO, listener.accept()).await
+        {
+            spawn_connection(&ctx, &open, &stopping, stream);
+        }
         drop(listener);
         // Drain: requests in progress are answered (with `Connection: close`), idle
         // connections close at their next tick; bounded like the io_uring core.
-        stopping.set(true);
         let deadline = clock::monotonic() + Duration::from_secs(5);
         while open.get() > 0 && clock::monotonic() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
     })
+}
+
+/// Starts serving one accepted connection as a local task, counted in `open`.
+fn spawn_connection(
+    ctx: &Rc<CoreCtx>,
+    open: &Rc<Cell<usize>>,
+    stopping: &Rc<Cell<bool>>,
+    stream: TcpStream,
+) {
+    let _ = stream.set_nodelay(true);
+    let (ctx, open, stopping) = (Rc::clone(ctx), Rc::clone(open), Rc::clone(stopping));
+    open.set(open.get() + 1);
+    ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
+    tokio::task::spawn_local(async move {
+        serve(&ctx, stream, &stopping).await;
+        open.set(open.get() - 1);
+        ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// Serves one connection until it closes.

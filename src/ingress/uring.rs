@@ -379,6 +379,9 @@ impl Core {
     /// its way still gets its answer.
     fn stop_accepting(&mut self) {
         if self.accepting {
+            // Connections already in the backlog were made before the stop: serve them too
+            // (closing the listener would reset them, and they may carry a request).
+            self.accept_backlog();
             self.accepting = false;
             let entry = opcode::AsyncCancel::new(user_data(KIND_ACCEPT, 0, 0))
                 .build()
@@ -387,6 +390,27 @@ impl Core {
         }
         for s in self.slots.iter_mut().flatten() {
             s.conn.drain();
+        }
+    }
+
+    /// Accepts, without blocking, every connection waiting in the listen backlog.
+    fn accept_backlog(&mut self) {
+        // SAFETY: fcntl/accept4 on the listening socket this core owns; no memory is passed.
+        unsafe {
+            let flags = libc::fcntl(self.listen_fd, libc::F_GETFL);
+            libc::fcntl(self.listen_fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            loop {
+                let fd = libc::accept4(
+                    self.listen_fd,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                );
+                if fd < 0 {
+                    break;
+                }
+                self.admit_connection(fd);
+            }
         }
     }
 
