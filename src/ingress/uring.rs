@@ -226,6 +226,10 @@ struct Core {
     tick: Timespec,
     listen_fd: RawFd,
     accepting: bool,
+    /// The multishot accept is armed: its final completion (no `MORE` flag) has not been
+    /// reaped yet. A stopping core waits for it, since connections it accepted meanwhile
+    /// were made before the stop and are served too.
+    accept_armed: bool,
     /// Accepting paused after a resource error; resumed on the next tick.
     accept_paused: bool,
     accept_errors: AcceptErrors,
@@ -285,6 +289,7 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
         tick: Timespec::new().nsec(TICK_NS),
         listen_fd: listener.as_raw_fd(),
         accepting: true,
+        accept_armed: false,
         accept_paused: false,
         accept_errors: AcceptErrors::new(),
         open: 0,
@@ -306,9 +311,11 @@ impl Core {
         let mut stopping_since: Option<Instant> = None;
         loop {
             if let Some(since) = stopping_since {
-                let busy =
-                    self.slots.iter().flatten().any(|s| s.conn.admitting() || s.send_in_flight);
-                if !busy || clock::monotonic().duration_since(since) > DRAIN_MAX {
+                // Until every connection is closed (idle ones close at the next tick) and the
+                // multishot accept has ended, or DRAIN_MAX.
+                let open = self.slots.iter().flatten().next().is_some() || self.accept_armed;
+                if !open || clock::monotonic().duration_since(since) > DRAIN_MAX {
+                    tracing::debug!(open = self.open, "ingress core stopped");
                     return Ok(());
                 }
             }
@@ -345,6 +352,7 @@ impl Core {
     }
 
     fn arm_accept(&mut self) {
+        self.accept_armed = true;
         let entry = opcode::AcceptMulti::new(Fd(self.listen_fd))
             .flags(libc::SOCK_CLOEXEC)
             .build()
@@ -428,6 +436,9 @@ impl Core {
 
     fn on_accept(&mut self, result: i32, flags: u32) {
         let more = cqueue::more(flags);
+        if !more {
+            self.accept_armed = false;
+        }
         if result >= 0 {
             self.admit_connection(result);
         } else if result != -libc::ECANCELED {
@@ -450,17 +461,23 @@ impl Core {
     }
 
     fn admit_connection(&mut self, fd: RawFd) {
-        if self.open >= self.ctx.connections_max || !self.accepting {
+        if self.open >= self.ctx.connections_max {
             // SAFETY: closing the fd we were just given.
             unsafe { libc::close(fd) };
             return;
         }
         set_nodelay(fd);
         self.generation = self.generation.wrapping_add(1);
+        let mut conn = Conn::new(&self.ctx, clock::monotonic());
+        if !self.accepting {
+            // Accepted by the kernel before the accept was cancelled: made before the stop,
+            // so it is served like the others, then closed.
+            conn.drain();
+        }
         let slot = Slot {
             fd,
             generation: self.generation,
-            conn: Conn::new(&self.ctx, clock::monotonic()),
+            conn,
             recv_armed: false,
             sending: Vec::new(),
             sent: 0,
@@ -480,6 +497,7 @@ impl Core {
         };
         self.open += 1;
         self.ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(slot = index, accepting = self.accepting, "connection accepted");
         self.arm_recv(index);
     }
 
@@ -667,6 +685,7 @@ impl Core {
         if s.recv_armed || s.send_in_flight {
             return;
         }
+        tracing::debug!(slot, idle = s.conn.idle(), "connection closed");
         // SAFETY: no operation references the fd any more; closed exactly once.
         unsafe { libc::close(s.fd) };
         self.slots[slot] = None;
