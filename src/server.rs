@@ -40,7 +40,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         LedgerOptions {
             path: config.ledger.path.clone(),
             sync: config.ledger.sync,
-            shards_if_new: cores,
+            shards_if_new: config.ledger.shards,
             source_ids: config.sources.iter().map(|s| s.id.clone()).collect(),
             notify: Arc::clone(&notify),
         },

@@ -59,6 +59,7 @@ fn config() -> Config {
         ledger: LedgerConfig {
             path: PathBuf::from("data"),
             sync: true,
+            shards: 1,
             dedupe_retention: Duration::from_secs(7 * 86_400),
             payload_retention: Duration::from_secs(3 * 86_400),
         },

@@ -115,6 +115,7 @@ struct RawTls {
 struct RawLedger {
     path: Option<String>,
     sync: Option<bool>,
+    shards: Option<i64>,
     dedupe_retention: Option<String>,
     payload_retention: Option<String>,
 }
@@ -536,7 +537,7 @@ impl Check<'_> {
 
     fn config(&mut self, raw: RawConfig) -> Config {
         let server = self.server(&raw.server);
-        let ledger = self.ledger(&raw.ledger);
+        let ledger = self.ledger(&raw.ledger, server.cores);
         let admin = self.admin(&raw.admin);
         let destinations = self.destinations(&raw.destination);
         let sources = self.sources(&raw.source, &destinations);
@@ -606,7 +607,7 @@ impl Check<'_> {
         }
     }
 
-    fn ledger(&mut self, raw: &RawLedger) -> LedgerConfig {
+    fn ledger(&mut self, raw: &RawLedger, cores: usize) -> LedgerConfig {
         let path = raw.path.as_deref().unwrap_or("./data");
         if path.is_empty() {
             self.error("ledger.path", "is empty");
@@ -625,7 +626,14 @@ impl Check<'_> {
                 "is longer than ledger.dedupe_retention; bodies outlive their identities",
             );
         }
-        LedgerConfig { path: PathBuf::from(path), sync, dedupe_retention, payload_retention }
+        let shards_max = i64::try_from(limits::SHARDS_MAX).unwrap_or(i64::MAX);
+        let shards = self.int("ledger.shards", raw.shards, 0, 0..=shards_max);
+        let shards = match usize::try_from(shards) {
+            Ok(0) | Err(_) => cores.min(limits::SHARDS_MAX),
+            Ok(n) => n,
+        };
+        let path = PathBuf::from(path);
+        LedgerConfig { path, sync, shards, dedupe_retention, payload_retention }
     }
 
     fn admin(&mut self, raw: &RawAdmin) -> AdminConfig {
@@ -1110,6 +1118,16 @@ mod tests {
         assert_eq!((destination.timeout, destination.attempts_max), (secs(10), 5));
         assert_eq!((destination.backoff_min, destination.backoff_max), (secs(1), secs(3600)));
         assert_eq!(destination.concurrency_max, 64);
+    }
+
+    #[test]
+    fn ledger_shards_default_to_cores_and_are_bounded() {
+        let config = check(&minimal_with("[server]\ncores = 3", ""), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.ledger.shards, 3, "0 (the default) = one per core");
+        let one = minimal_with("[server]\ncores = 3\n[ledger]\nshards = 1", "");
+        assert_eq!(check(&one, Expect::Ok(&[])).unwrap().ledger.shards, 1);
+        check(&minimal_with("[ledger]\nshards = 65", ""), Expect::Errors(&["ledger.shards"]));
+        check(&minimal_with("[ledger]\nshards = -1", ""), Expect::Errors(&["ledger.shards"]));
     }
 
     #[test]

@@ -205,6 +205,7 @@ fn config(url: &str, attempts_max: u32, concurrency_max: usize) -> Arc<Config> {
         ledger: LedgerConfig {
             path: PathBuf::from("data"),
             sync: true,
+            shards: 1,
             dedupe_retention: Duration::from_secs(7 * 86_400),
             payload_retention: Duration::from_secs(3 * 86_400),
         },
