@@ -263,7 +263,7 @@ impl Engine {
     /// ledger for a later scan and this returns false.
     fn start(&mut self, event: DueEvent) -> bool {
         let slot = (event.shard, event.seq);
-        let Some(source) = self.config.sources.get(event.source as usize) else {
+        let Some(source) = source_of(&self.config, &event.key) else {
             self.unroutable(event);
             return true;
         };
@@ -293,7 +293,7 @@ impl Engine {
     /// An event whose source (or its destination) is no longer configured: dead-lettered so an
     /// operator sees it, rather than rescanned forever.
     fn unroutable(&mut self, event: DueEvent) {
-        let error = format!("source index {} is not in the configuration", event.source);
+        let error = "its source is no longer in the configuration".to_owned();
         tracing::warn!(key = %event.key, %error, "Event dead-lettered: it cannot be routed.");
         if !self.in_flight.insert((event.shard, event.seq)) {
             return;
@@ -454,6 +454,15 @@ fn scan_shards(
         }
     }
     scan
+}
+
+/// The configured source an idempotency key (`tenant/source/event id`) belongs to, found by
+/// its id and tenant — never by the index stored with the event, which changes when an
+/// operator reorders or removes sources between restarts.
+fn source_of<'c>(config: &'c Config, key: &str) -> Option<&'c crate::config::SourceConfig> {
+    let mut parts = key.splitn(3, '/');
+    let (tenant, id) = (parts.next()?, parts.next()?);
+    config.sources.iter().find(|s| s.id == id && s.tenant == tenant)
 }
 
 /// One attempt as a task: send, then report back with the bookkeeping.

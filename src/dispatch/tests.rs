@@ -46,11 +46,15 @@ impl FakeInbox {
     }
 
     fn admit(&self, seq: u64, body: &[u8]) {
+        self.admit_key(seq, &format!("acme/stripe-billing/evt_{seq}"), body);
+    }
+
+    fn admit_key(&self, seq: u64, key: &str, body: &[u8]) {
         let event = DueEvent {
             shard: 0,
             seq,
             due_ms: 0,
-            key: format!("acme/stripe-billing/evt_{seq}"),
+            key: key.to_owned(),
             source: 0,
             attempts: 0,
             received_at_ms: crate::clock::now_unix_ms(),
@@ -357,6 +361,25 @@ async fn permanent_answer_dead_letters_after_one_attempt() {
     let history = rig.settle_all(1).await;
     assert_eq!(history, [(1, Outcome::Dead { error: "status 400 (permanent)".to_owned() })]);
     assert_eq!(rig.dest.seen().len(), 1);
+    rig.handle.shutdown();
+}
+
+/// Routing follows the source named in the idempotency key, never the source index stored
+/// with the event (indexes shift when an operator reorders or removes sources): an event of
+/// a source no longer configured is dead-lettered, not sent to whichever source now has its
+/// old index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_an_unconfigured_source_are_dead_lettered_not_misrouted() {
+    let mut rig = rig(Destination::new(&[], 200, false), 5, 4, 0).await;
+    rig.inbox.admit_key(7, "acme/removed-source/evt_7", b"{}");
+    rig.inbox.admit_key(8, "other-tenant/stripe-billing/evt_8", b"{}");
+    rig.notify.notify_one();
+    for _ in 0..2 {
+        let (seq, attempts, outcome) = rig.next_settled().await;
+        assert!(matches!(outcome, Outcome::Dead { .. }), "seq {seq}: {outcome:?}");
+        assert_eq!(attempts, 0, "no attempt was made for seq {seq}");
+    }
+    assert!(rig.dest.seen().is_empty(), "nothing reached the destination");
     rig.handle.shutdown();
 }
 
