@@ -35,6 +35,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         ledger: LedgerStats::new(config.sources.len()),
         dispatch: DispatchStats::new(config.destinations.len()),
     });
+    // Bind first: a taken address fails before anything (the ledger directory) is created.
+    let listeners = ingress::bind_listeners(config.server.listen, cores)
+        .with_context(|| format!("{}: server.listen", config.path.display()))?;
+    let admin_listener = std::net::TcpListener::bind(config.server.admin_listen)
+        .map_err(|e| in_use(config.server.admin_listen, e))
+        .with_context(|| format!("{}: server.admin_listen", config.path.display()))?;
+    let listen = listeners[0].local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
     let notify = Arc::new(tokio::sync::Notify::new());
     let ledger = Ledger::open(
         LedgerOptions {
@@ -47,14 +55,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         Arc::clone(&metrics),
     )
     .map_err(|e| ledger_open_error(&config, &e))?;
-
-    let listeners = ingress::bind_listeners(config.server.listen, cores)
-        .with_context(|| format!("{}: server.listen", config.path.display()))?;
-    let admin_listener = std::net::TcpListener::bind(config.server.admin_listen)
-        .map_err(|e| in_use(config.server.admin_listen, e))
-        .with_context(|| format!("{}: server.admin_listen", config.path.display()))?;
-    let listen = listeners[0].local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
 
     let health = ledger.clone();
     let admin_state = Arc::new(AdminState {

@@ -28,6 +28,8 @@ const BUFFER_GROUP: u16 = 0;
 const TICK_NS: u32 = 200_000_000;
 /// How long a stopping core keeps serving the requests in progress before it leaves.
 const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a stopping core waits for the kernel to finish with its buffers.
+const QUIESCE_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 /// Accept failures (EMFILE, ENFILE, ENOMEM, …) are logged at most this often.
 const ACCEPT_ERROR_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -295,9 +297,13 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
         open: 0,
     };
     let result = core.run(stop);
+    core.quiesce();
     core.close_all();
     let Core { ring, bufs, .. } = core;
     bufs.unregister(&ring);
+    // The ring goes before the buffers it was given: `bufs` was consumed above, the rest of
+    // `core` (eventfd buffer, tick) outlives `ring`, declared after it.
+    drop(ring);
     drop(listener);
     result
 }
@@ -694,7 +700,45 @@ impl Core {
         self.ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// At exit: closes every socket without waiting for the kernel (the ring goes away next).
+    /// At exit, before any buffer is freed: shuts every socket down and reaps completions
+    /// until no receive, send or accept references memory this core owns (bounded: one
+    /// second). Freeing a send buffer or the receive buffers while the kernel may still use
+    /// them would break the promise `push` relies on.
+    fn quiesce(&mut self) {
+        if self.accepting {
+            self.accepting = false;
+            let cancel = opcode::AsyncCancel::new(user_data(KIND_ACCEPT, 0, 0))
+                .build()
+                .user_data(user_data(KIND_CANCEL, 0, 0));
+            self.push(&cancel);
+        }
+        let open: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].is_some()).collect();
+        for slot in open {
+            self.close(slot);
+        }
+        let deadline = clock::monotonic() + QUIESCE_MAX;
+        let mut completions: Vec<(u64, i32, u32)> = Vec::new();
+        while (self.slots.iter().flatten().next().is_some() || self.accept_armed)
+            && clock::monotonic() < deadline
+        {
+            // The tick timeout stays armed, so this wait ends within TICK_NS.
+            if let Err(e) = self.ring.submit_and_wait(1) {
+                if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) {
+                    tracing::warn!(error = %e, "io_uring wait failed while stopping");
+                    return;
+                }
+            }
+            completions.clear();
+            completions
+                .extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            for &(ud, result, flags) in &completions {
+                self.complete(ud, result, flags);
+            }
+        }
+    }
+
+    /// At exit: closes every socket still open (after [`Core::quiesce`]; the ring goes away
+    /// next, cancelling whatever is left).
     fn close_all(&mut self) {
         for s in self.slots.iter_mut().filter_map(Option::take) {
             // SAFETY: closing fds owned by the slots, once.

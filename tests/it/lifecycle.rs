@@ -76,6 +76,7 @@ fn second_instance_on_the_same_port_is_refused() {
     assert_eq!(out.status.code(), Some(1), "second instance must fail; stderr:\n{stderr}");
     assert!(stderr.contains("already in use"), "says why; stderr:\n{stderr}");
     assert!(stderr.contains("server.listen"), "names the field; stderr:\n{stderr}");
+    assert!(!setup.ledger.exists(), "nothing is created before the address is bound");
 }
 
 on_both_io! {
