@@ -80,8 +80,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     admin_state.listeners_bound.store(true, Ordering::Release);
     tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), "hookwall ready");
 
+    notify_systemd(&[sd_notify::NotifyState::Ready]);
     let signal = wait_for_stop(&threads, &ledger);
     tracing::info!(reason = signal, "stopping");
+    notify_systemd(&[sd_notify::NotifyState::Stopping]);
     admin_state.listeners_bound.store(false, Ordering::Release);
     stop.store(true, Ordering::Release);
     let mut failed = false;
@@ -147,6 +149,15 @@ fn spawn_core(
         .context("spawning an ingress thread")
 }
 
+/// Tells systemd (`Type=notify`) about a state change; a no-op without `NOTIFY_SOCKET`.
+/// READY is sent once listeners are bound, the ledger is open and every thread runs;
+/// STOPPING when the stop begins; WATCHDOG keep-alives while every ingress core is alive.
+fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(state) {
+        tracing::warn!(error = %e, "could not notify systemd");
+    }
+}
+
 /// How long the ledger may stay unwritable before hookwall exits (with status 1). RocksDB
 /// treats a failed WAL write (disk full, EIO) as fatal until the database is reopened, so
 /// staying up would answer `503 unavailable` forever; exiting lets systemd restart hookwall
@@ -168,17 +179,30 @@ fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>], ledger: &Ledger) -
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
         let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler installs");
         let mut check = tokio::time::interval(std::time::Duration::from_millis(200));
+        // Keep-alives at half the watchdog period systemd gave us (`WatchdogSec=`).
+        let watchdog = sd_notify::watchdog_enabled().map(|period| period / 2);
+        let mut last_keepalive = crate::clock::monotonic();
         let mut unwritable_since = None;
         loop {
             tokio::select! {
                 _ = term.recv() => return "SIGTERM",
                 _ = int.recv() => return "SIGINT",
+                _ = hup.recv() => {
+                    // Hot reload is not built yet; SIGHUP's default action would kill the
+                    // appliance, which is worse than ignoring it.
+                    tracing::warn!("SIGHUP received: configuration reload is not implemented yet; restart hookwall to apply a new config");
+                }
                 _ = check.tick() => {
                     if threads.iter().any(JoinHandle::is_finished) {
                         return "an ingress core exited";
                     }
                     let now = crate::clock::monotonic();
+                    if watchdog.is_some_and(|every| now.duration_since(last_keepalive) >= every) {
+                        last_keepalive = now;
+                        notify_systemd(&[sd_notify::NotifyState::Watchdog]);
+                    }
                     if ledger.healthy() {
                         unwritable_since = None;
                     } else if now.duration_since(*unwritable_since.get_or_insert(now))

@@ -125,6 +125,8 @@ pub struct Setup {
     pub backoff_max: &'static str,
     /// `RLIMIT_NOFILE` (soft and hard) for the child, when set.
     pub nofile: Option<u64>,
+    /// Extra environment variables for the child.
+    pub env: Vec<(String, String)>,
 }
 
 impl Setup {
@@ -142,6 +144,7 @@ impl Setup {
             backoff_min: "10ms",
             backoff_max: "50ms",
             nofile: None,
+            env: Vec::new(),
         }
     }
 
@@ -237,6 +240,7 @@ impl Hookwall {
                 });
             }
         }
+        command.envs(setup.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .arg("serve")
             .arg("-c")
@@ -293,11 +297,16 @@ impl Hookwall {
 
     /// Sends SIGTERM without waiting.
     pub fn terminate(&mut self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` to the child without waiting.
+    pub fn signal(&self, signal: i32) {
         let child = self.child.as_ref().expect("hookwall is running");
         let pid = i32::try_from(child.id()).expect("pid fits in i32");
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "kill(SIGTERM) failed");
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({signal}) failed");
     }
 
     /// Waits (bounded by `timeout`) for the child to exit on its own; returns its status.

@@ -44,4 +44,5 @@ mod lifecycle;
 mod metrics;
 mod sign;
 mod sink;
+mod systemd;
 mod vectors;

@@ -1,0 +1,98 @@
+//! The systemd unit and the service protocol: `systemd/hookwall.service` passes
+//! `systemd-analyze verify`, its syscall filter admits io_uring, and `serve` speaks sd_notify
+//! (READY after start, WATCHDOG keep-alives, STOPPING on SIGTERM).
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::harness::{Fixture, Io};
+use crate::sink::Script;
+
+fn unit_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/hookwall.service");
+    std::fs::read_to_string(path).expect("reading systemd/hookwall.service")
+}
+
+/// `systemd-analyze verify` accepts the unit (with `/usr/bin/hookwall` pointed at the binary
+/// under test, since verify checks that `ExecStart=` exists).
+#[test]
+fn unit_passes_systemd_analyze_verify() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let unit = dir.path().join("hookwall.service");
+    let text = unit_text().replace("/usr/bin/hookwall", env!("CARGO_BIN_EXE_hookwall"));
+    std::fs::write(&unit, text).expect("writing the unit");
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze is installed (.ci/run installs systemd)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify failed:\n{stderr}");
+    assert!(!stderr.contains("hookwall.service:"), "no warnings about the unit:\n{stderr}");
+}
+
+/// The io_uring back end needs io_uring_setup/enter/register; the unit's `SystemCallFilter=`
+/// must admit them (directly or through a group systemd expands to them).
+#[test]
+fn unit_syscall_filter_admits_io_uring() {
+    let text = unit_text();
+    let filter: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("SystemCallFilter="))
+        .flat_map(str::split_whitespace)
+        .collect();
+    assert!(!filter.is_empty(), "the unit has a SystemCallFilter");
+    let mut admitted: Vec<String> = filter.iter().map(|s| (*s).to_owned()).collect();
+    for group in filter.iter().filter(|s| s.starts_with('@')) {
+        let out = Command::new("systemd-analyze")
+            .args(["syscall-filter", group])
+            .output()
+            .expect("systemd-analyze is installed");
+        let listed = String::from_utf8_lossy(&out.stdout);
+        admitted.extend(listed.split_whitespace().map(str::to_owned));
+    }
+    for syscall in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+        assert!(admitted.iter().any(|s| s == syscall), "{syscall} is not admitted: {filter:?}");
+    }
+}
+
+/// Receives one sd_notify datagram (bounded wait).
+fn next_message(socket: &UnixDatagram) -> String {
+    let mut buf = [0u8; 4096];
+    let n = socket.recv(&mut buf).expect("an sd_notify message within the timeout");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Waits for a message containing `want`, skipping others (e.g. keep-alives).
+fn wait_for(socket: &UnixDatagram, want: &str) -> String {
+    for _ in 0..50 {
+        let message = next_message(socket);
+        if message.contains(want) {
+            return message;
+        }
+    }
+    panic!("no sd_notify message with {want:?}");
+}
+
+/// `serve` sends READY=1 once it serves, WATCHDOG=1 keep-alives when systemd asks for them,
+/// and STOPPING=1 on SIGTERM (`Type=notify` in the unit relies on this).
+#[test]
+fn serve_speaks_sd_notify() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).expect("binding a notify socket");
+    socket.set_read_timeout(Some(Duration::from_secs(10))).expect("socket timeout");
+    let notify = path.display().to_string();
+    let mut f = Fixture::with(Io::Auto, Script::always(200), |s| {
+        s.env.push(("NOTIFY_SOCKET".to_owned(), notify));
+        s.env.push(("WATCHDOG_USEC".to_owned(), "1000000".to_owned()));
+    });
+    wait_for(&socket, "READY=1");
+    wait_for(&socket, "WATCHDOG=1");
+    f.hw.terminate();
+    wait_for(&socket, "STOPPING=1");
+    let status = f.hw.wait_exit(crate::harness::STOP_TIMEOUT);
+    assert!(status.success(), "exit status {status}");
+}
