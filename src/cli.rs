@@ -22,9 +22,30 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the appliance: ingress, ledger, dispatcher and admin listener.
-    Serve(ConfigArg),
+    Serve(ServeArgs),
     /// Validate a config file, print its sources and destinations, exit 0 (valid) or 2.
     CheckConfig(ConfigArg),
+}
+
+/// `serve`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The config file.
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Log line format on stderr: `text` (human) or `json` (one object per line, for log
+    /// shippers). Level and filter come from `HOOKWALL_LOG` (tracing filter syntax).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured only on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `-c FILE`.
@@ -57,8 +78,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Serve(arg) => {
-            init_logging();
+        Command::Serve(ServeArgs { config: arg, log_format }) => {
+            init_logging(log_format);
             abort_on_panic();
             let config = match Config::load(&arg.config) {
                 Ok(config) => config,
@@ -91,14 +112,15 @@ fn abort_on_panic() {
 }
 
 /// Logs to stderr; level from `HOOKWALL_LOG` (tracing filter syntax), default `info`.
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKWALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only on a terminal: journald and log files get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        // Colour only on a terminal: journald and log files get plain text.
+        LogFormat::Text => {
+            builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()
+        }
+    };
 }

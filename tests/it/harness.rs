@@ -125,8 +125,10 @@ pub struct Setup {
     pub backoff_max: &'static str,
     /// `RLIMIT_NOFILE` (soft and hard) for the child, when set.
     pub nofile: Option<u64>,
-    /// Extra environment variables for the child.
+    /// Extra environment variables for the child (applied last: they win).
     pub env: Vec<(String, String)>,
+    /// Extra `serve` arguments (after `-c FILE`).
+    pub serve_args: Vec<String>,
 }
 
 impl Setup {
@@ -145,6 +147,7 @@ impl Setup {
             backoff_max: "50ms",
             nofile: None,
             env: Vec::new(),
+            serve_args: Vec::new(),
         }
     }
 
@@ -240,7 +243,6 @@ impl Hookwall {
                 });
             }
         }
-        command.envs(setup.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .arg("serve")
             .arg("-c")
@@ -251,6 +253,8 @@ impl Hookwall {
                 std::env::var("HOOKWALL_LOG").unwrap_or_else(|_| "info".to_owned()),
             )
             .env_remove("HOOKWALL_CONFIG")
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .args(&setup.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
