@@ -10,7 +10,7 @@ const BODY_END: &[u8] = b"\"}";
 const VEC_WRITE: &str = "writing into a Vec<u8> cannot fail";
 
 /// Writes a complete response for `answer`: status line with reason phrase, `Content-Type: application/json`,
-/// `Content-Length`, `Retry-After` when answer.retry_after_s() is Some, `Connection: close` when !keep_alive,
+/// `Content-Length`, `Retry-After` when answer.retry_after_s() is Some, `Connection: keep-alive` or `close`,
 /// and the body `{"status":"<code>"}` or `{"status":"<code>","id":"<escaped id>"}`.
 ///
 /// A 405 also carries `Allow: POST` (RFC 9110 §15.5.6 requires it). `event_id` is escaped as a
@@ -31,7 +31,11 @@ pub fn write_answer(out: &mut Vec<u8>, answer: Answer, event_id: Option<&str>, k
     if answer == Answer::MethodNotAllowed {
         out.extend_from_slice(b"Allow: POST\r\n");
     }
-    if !keep_alive {
+    // Stated either way: an HTTP/1.0 client keeps the connection only when told
+    // `keep-alive` (RFC 9112 §9.3, Appendix C.2.2), and nginx does the same for 1.1.
+    if keep_alive {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    } else {
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -145,7 +149,8 @@ mod tests {
                 Answer::Accepted,
                 Some("evt_1"),
                 true,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 34\r\n\r\n\
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 34\r\n\
+                 Connection: keep-alive\r\n\r\n\
                  {\"status\":\"accepted\",\"id\":\"evt_1\"}",
             ),
             (
@@ -153,7 +158,8 @@ mod tests {
                 None,
                 true,
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-                 Content-Length: 24\r\nRetry-After: 5\r\n\r\n{\"status\":\"unavailable\"}",
+                 Content-Length: 24\r\nRetry-After: 5\r\nConnection: keep-alive\r\n\r\n\
+                 {\"status\":\"unavailable\"}",
             ),
             (
                 Answer::Overloaded,
@@ -175,13 +181,15 @@ mod tests {
                 None,
                 true,
                 "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\n\
-                 Content-Length: 31\r\nAllow: POST\r\n\r\n{\"status\":\"method_not_allowed\"}",
+                 Content-Length: 31\r\nAllow: POST\r\nConnection: keep-alive\r\n\r\n\
+                 {\"status\":\"method_not_allowed\"}",
             ),
             (
                 Answer::Duplicate,
                 Some("a\"b\\c\nd\u{1}é"),
                 true,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 52\r\n\r\n\
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 52\r\n\
+                 Connection: keep-alive\r\n\r\n\
                  {\"status\":\"duplicate\",\"id\":\"a\\\"b\\\\c\\u000ad\\u0001é\"}",
             ),
         ];

@@ -526,3 +526,30 @@ on_both_io! {
         assert_eq!(f.sink.recorded().len(), 2, "only the accepted event and the marker were forwarded");
     }
 }
+
+on_both_io! {
+    /// An HTTP/1.0 client keeps its connection only when the answer says `Connection:
+    /// keep-alive` (RFC 9112 §9.3): two requests on one HTTP/1.0 keep-alive connection.
+    fn http10_keep_alive_is_stated_and_kept(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let source = crate::harness::stripe_a();
+        let mut conn = crate::client::Conn::connect(f.hw.ingress);
+        for _ in 0..2 {
+            let id = sign::unique_id("evt_http10");
+            let body = sign::body(Provider::Stripe, &id, "x");
+            let headers =
+                sign::headers(Provider::Stripe, source.secrets[0].1, &id, sign::now_unix_s(), &body);
+            let mut wire = format!("POST /webhooks/{} HTTP/1.0\r\nConnection: keep-alive\r\n", source.id);
+            for (name, value) in &headers {
+                wire.push_str(&format!("{name}: {value}\r\n"));
+            }
+            wire.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+            let mut bytes = wire.into_bytes();
+            bytes.extend_from_slice(&body);
+            conn.send(&bytes);
+            let r = conn.read_response();
+            assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+            assert_eq!(r.header("connection"), Some("keep-alive"), "{r}");
+        }
+    }
+}
