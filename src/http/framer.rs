@@ -115,6 +115,17 @@ struct Fields {
 }
 
 impl Framer {
+    /// The first value of header `name` (give it lowercase) of the request whose head was
+    /// returned and whose body is being read; `None` between requests or when absent. Lets
+    /// the caller decide on the head alone (e.g. refuse `100 Continue` to an unsigned
+    /// delivery).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        match &self.state {
+            State::Body(reader) => reader.request.header(name),
+            State::Head | State::Failed(_) => None,
+        }
+    }
+
     /// A framer for a new connection, waiting for the first request head.
     pub fn new(limits: Limits) -> Framer {
         Framer { limits, state: State::Head }

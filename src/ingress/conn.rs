@@ -172,7 +172,16 @@ impl Conn {
                 let fits =
                     head.content_length.is_none_or(|n| n <= ctx.limits.body_bytes_max as u64);
                 if head.expect_continue && fits {
-                    http::write_continue(&mut self.output);
+                    // The client waits before sending its body: an unsigned delivery is told
+                    // 401 now instead of being invited to upload it (SPEC §3 order holds:
+                    // 404, 405 and 413 are decided first).
+                    let provider = ctx.pipeline.config.sources[source].provider;
+                    if self.framer.header(provider.signature_header()).is_none() {
+                        let answer = Answer::SignatureMissing;
+                        self.answer(ctx, Some(source), answer, None, false, None);
+                    } else {
+                        http::write_continue(&mut self.output);
+                    }
                 }
             }
             Err(answer) => {

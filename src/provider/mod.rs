@@ -70,6 +70,16 @@ impl Provider {
         Provider::ALL.into_iter().find(|p| p.name() == name)
     }
 
+    /// The header that carries the signature (lowercase): without it a delivery is
+    /// `signature_missing`, which ingress can tell from the head alone.
+    pub fn signature_header(self) -> &'static str {
+        match self {
+            Provider::Stripe => stripe::SIGNATURE_HEADER,
+            Provider::Github => github::SIGNATURE_HEADER,
+            Provider::Standard => standard::SIGNATURE_HEADER,
+        }
+    }
+
     /// Whether the scheme signs a timestamp (GitHub does not: freshness cannot be checked, R7).
     pub fn signs_timestamp(self) -> bool {
         !matches!(self, Provider::Github)

@@ -451,6 +451,17 @@ on_both_io! {
         expect(&r, 200, "accepted", "body after 100 Continue");
         assert_eq!(r.id().as_deref(), Some(ids[3].as_str()));
 
+        // Expect: 100-continue without a signature header: 401 from the head alone, no
+        // invitation to upload the body.
+        let mut unsigned = Conn::connect(f.hw.ingress);
+        let h = vec![
+            ("Expect".to_owned(), "100-continue".to_owned()),
+            ("Content-Length".to_owned(), bodies[3].len().to_string()),
+        ];
+        unsigned.send(&client::head("POST", path, &h));
+        let r = unsigned.read_response();
+        expect(&r, 401, "signature_missing", "unsigned head with Expect: 100-continue");
+
         for (id, body) in ids.iter().zip(&bodies) {
             let fwd = f.sink.wait_for_key(&s.key(id), 1, FORWARD_TIMEOUT);
             assert_forward(&fwd[0], &s, id, body, 1, "k1");
