@@ -3,74 +3,41 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
 use crate::answer::Answer;
-use crate::config::{
-    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, ServerConfig, SourceConfig,
-};
+use crate::config::Config;
 use crate::metrics::{AttemptOutcome, CoreStats, DispatchStats, LedgerStats, Metrics};
-use crate::provider::Provider;
 
-fn source(id: &str, provider: Provider, destination: usize) -> SourceConfig {
-    SourceConfig {
-        id: id.to_owned(),
-        tenant: "acme".to_owned(),
-        provider,
-        tolerance: Duration::from_secs(300),
-        future_skew: Duration::from_secs(60),
-        event_types: None,
-        secrets: Vec::new(),
-        destination,
-        ack_deadline: Duration::from_secs(10),
-    }
-}
-
-fn destination(id: &str) -> DestinationConfig {
-    DestinationConfig {
-        id: id.to_owned(),
-        url: "http://127.0.0.1:3000/hooks".to_owned(),
-        timeout: Duration::from_secs(10),
-        attempts_max: 5,
-        backoff_min: Duration::from_secs(1),
-        backoff_max: Duration::from_secs(3600),
-        concurrency_max: 64,
-    }
-}
-
+/// Two sources (stripe → billing-api, github → ci), loaded through the real config loader.
 fn config() -> Config {
-    let addr: SocketAddr = "127.0.0.1:0".parse().expect("static address");
-    Config {
-        path: PathBuf::from("test.toml"),
-        server: ServerConfig {
-            listen: addr,
-            admin_listen: addr,
-            cores: 2,
-            io: IoMode::Epoll,
-            body_bytes_max: 1 << 20,
-            header_bytes_max: 16 << 10,
-            read_timeout: Duration::from_secs(10),
-            trusted_proxies: Vec::new(),
-        },
-        ledger: LedgerConfig {
-            path: PathBuf::from("data"),
-            sync: true,
-            shards: 1,
-            dedupe_retention: Duration::from_secs(7 * 86_400),
-            payload_retention: Duration::from_secs(3 * 86_400),
-        },
-        admin: AdminConfig { token_file: None },
-        sources: vec![
-            source("stripe-billing", Provider::Stripe, 0),
-            source("gh", Provider::Github, 1),
-        ],
-        destinations: vec![destination("billing-api"), destination("ci")],
-        warnings: Vec::new(),
-    }
+    let text = r#"
+        [server]
+        cores = 2
+        [[source]]
+        id = "stripe-billing"
+        tenant = "acme"
+        provider = "stripe"
+        secrets = [{ id = "k1", value = "whsec_test" }]
+        destination = "billing-api"
+        [[source]]
+        id = "gh"
+        tenant = "acme"
+        provider = "github"
+        secrets = [{ id = "k1", value = "test" }]
+        destination = "ci"
+        [[destination]]
+        id = "billing-api"
+        url = "http://127.0.0.1:3000/hooks"
+        [[destination]]
+        id = "ci"
+        url = "http://127.0.0.1:3000/ci"
+    "#;
+    Config::from_toml_str(text, std::path::Path::new("test.toml"), &|_| None)
+        .expect("the test config is valid")
 }
 
 /// Metrics of two cores with a few known counts recorded.

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,12 +12,9 @@ use hyper::body::Bytes;
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 use super::*;
-use crate::config::{
-    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, ServerConfig, SourceConfig,
-};
+use crate::config::Config;
 use crate::ledger::{DueEvent, Outcome, Settlement};
 use crate::metrics::{AttemptOutcome, CoreStats, DispatchStats, LedgerStats, Metrics};
-use crate::provider::Provider;
 
 /// Longest any test waits for a condition before failing (not a sleep: a bound on a wait).
 const WAIT_MAX: Duration = Duration::from_secs(20);
@@ -192,50 +188,31 @@ async fn serve(dest: Arc<Destination>) -> String {
 
 // ---------------------------------------------------------------- setup
 
+/// One Stripe source forwarding to `url`, loaded through the real config loader; tiny
+/// backoffs (1–5 ms) so retries are fast.
 fn config(url: &str, attempts_max: u32, concurrency_max: usize) -> Arc<Config> {
-    let addr: SocketAddr = "127.0.0.1:0".parse().expect("static address");
-    Arc::new(Config {
-        path: PathBuf::from("test.toml"),
-        server: ServerConfig {
-            listen: addr,
-            admin_listen: addr,
-            cores: 1,
-            io: IoMode::Epoll,
-            body_bytes_max: 1 << 20,
-            header_bytes_max: 16 << 10,
-            read_timeout: Duration::from_secs(10),
-            trusted_proxies: Vec::new(),
-        },
-        ledger: LedgerConfig {
-            path: PathBuf::from("data"),
-            sync: true,
-            shards: 1,
-            dedupe_retention: Duration::from_secs(7 * 86_400),
-            payload_retention: Duration::from_secs(3 * 86_400),
-        },
-        admin: AdminConfig { token_file: None },
-        sources: vec![SourceConfig {
-            id: "stripe-billing".to_owned(),
-            tenant: "acme".to_owned(),
-            provider: Provider::Stripe,
-            tolerance: Duration::from_secs(300),
-            future_skew: Duration::from_secs(60),
-            event_types: None,
-            secrets: Vec::new(),
-            destination: 0,
-            ack_deadline: Duration::from_secs(10),
-        }],
-        destinations: vec![DestinationConfig {
-            id: "billing-api".to_owned(),
-            url: url.to_owned(),
-            timeout: Duration::from_secs(10),
-            attempts_max,
-            backoff_min: Duration::from_millis(1),
-            backoff_max: Duration::from_millis(5),
-            concurrency_max,
-        }],
-        warnings: Vec::new(),
-    })
+    let text = format!(
+        r#"
+        [server]
+        cores = 1
+        [[source]]
+        id = "stripe-billing"
+        tenant = "acme"
+        provider = "stripe"
+        secrets = [{{ id = "k13", value = "whsec_test" }}]
+        destination = "billing-api"
+        [[destination]]
+        id = "billing-api"
+        url = "{url}"
+        timeout = "10s"
+        attempts_max = {attempts_max}
+        backoff_min = "1ms"
+        backoff_max = "5ms"
+        concurrency_max = {concurrency_max}
+        "#
+    );
+    let config = Config::from_toml_str(&text, std::path::Path::new("test.toml"), &|_| None);
+    Arc::new(config.expect("the test config is valid"))
 }
 
 fn metrics() -> Arc<Metrics> {
