@@ -68,14 +68,14 @@ pub fn reject_answer(reject: Reject) -> Answer {
 }
 
 /// Phases 2–4 for one complete request of `source`: verify (R1–R7), inspect (R8, R11, R13,
-/// R23), and build the admission. `now_unix_s`/`now_unix_ms` are the receive time; `reply`
-/// is only used (moved into the admission) when the result is [`Handled::Admit`].
+/// R23), and build the admission. `now_unix_ms` is the receive time; `make_reply` is called
+/// only when the result is [`Handled::Admit`] (rejects allocate no reply path).
 pub fn handle(
     source_index: usize,
     source: &SourceConfig,
     req: Request,
     now_unix_ms: u64,
-    reply: Reply,
+    make_reply: &mut dyn FnMut() -> Reply,
 ) -> Handled {
     let now_unix_s = i64::try_from(now_unix_ms / 1000).expect("seconds since 1970 fit in i64");
     let verified = match verify::verify(source, &req, now_unix_s) {
@@ -98,7 +98,7 @@ pub fn handle(
         received_at_ms: now_unix_ms,
         content_type,
         body: req.body,
-        reply,
+        reply: make_reply(),
     })
 }
 

@@ -201,7 +201,7 @@ impl Conn {
         let read_at = clock::monotonic();
         let keep_alive = req.keep_alive;
         let config = &ctx.pipeline.config.sources[source];
-        match pipeline::handle(source, config, req, clock::now_unix_ms(), make_reply()) {
+        match pipeline::handle(source, config, req, clock::now_unix_ms(), make_reply) {
             Handled::Answer(answer, id) => {
                 self.answer(ctx, Some(source), answer, id.as_deref(), keep_alive, Some(read_at));
             }
