@@ -25,6 +25,30 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate a config file, print its sources and destinations, exit 0 (valid) or 2.
     CheckConfig(ConfigArg),
+    /// Offline: is this captured delivery (body on stdin) authentic and fresh? Exit 0 yes,
+    /// 1 no (the reason on stderr), 2 bad usage.
+    Verify(VerifyArgs),
+}
+
+/// `verify`'s arguments (SPEC §1).
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Provider, as in the config (`stripe`, `github`, `standard`).
+    #[arg(long)]
+    pub provider: String,
+    /// The secret exactly as the provider's dashboard shows it. It is visible to other local
+    /// users in the process list: use on a workstation, not a shared host.
+    #[arg(long)]
+    pub secret: String,
+    /// A captured header, `'Name: value'`; repeat for each.
+    #[arg(long = "header")]
+    pub headers: Vec<String>,
+    /// The URL the delivery was sent to (used by URL-signing providers; none in this build).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Judge freshness as of this time, Unix seconds (default: now).
+    #[arg(long = "at")]
+    pub at_unix_s: Option<i64>,
 }
 
 /// `serve`'s arguments.
@@ -78,6 +102,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Verify(args) => verify(args),
         Command::Serve(ServeArgs { config: arg, log_format }) => {
             init_logging(log_format);
             abort_on_panic();
@@ -95,6 +120,39 @@ pub fn run(cli: Cli) -> ExitCode {
                     ExitCode::from(1)
                 }
             }
+        }
+    }
+}
+
+/// `hookwall verify`: prints what was learned (exit 0) or why not (stderr, exit 1 or 2).
+fn verify(args: VerifyArgs) -> ExitCode {
+    let body = match crate::offline::read_body() {
+        Ok(body) => body,
+        Err(e) => {
+            eprintln!("hookwall verify: reading the body from stdin: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let captured = crate::offline::Captured {
+        provider: args.provider,
+        secret: args.secret,
+        headers: args.headers,
+        at_unix_s: args.at_unix_s.unwrap_or_else(crate::clock::now_unix_s),
+    };
+    match crate::offline::judge(&captured, body) {
+        crate::offline::Verdict::Authentic(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        crate::offline::Verdict::Rejected(why) => {
+            eprintln!("not authentic or not fresh: {why}");
+            ExitCode::from(1)
+        }
+        crate::offline::Verdict::Usage(why) => {
+            eprintln!("hookwall verify: {why}");
+            ExitCode::from(2)
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod ledger;
 pub mod limits;
 pub mod metrics;
+pub mod offline;
 pub mod pipeline;
 pub mod provider;
 pub mod server;

@@ -47,3 +47,4 @@ mod sign;
 mod sink;
 mod systemd;
 mod vectors;
+mod verify_cli;
