@@ -39,7 +39,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let listeners = ingress::bind_listeners(config.server.listen, cores)
         .with_context(|| format!("{}: server.listen", config.path.display()))?;
     let admin_listener = std::net::TcpListener::bind(config.server.admin_listen)
-        .map_err(|e| in_use(config.server.admin_listen, e))
+        .map_err(|e| ingress::in_use(config.server.admin_listen, e))
         .with_context(|| format!("{}: server.admin_listen", config.path.display()))?;
     let listen = listeners[0].local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
@@ -112,16 +112,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// "address in use" with the address and the likely cause.
-fn in_use(addr: std::net::SocketAddr, e: std::io::Error) -> std::io::Error {
-    if e.kind() == std::io::ErrorKind::AddrInUse {
-        let why = format!("{addr} is already in use (another hookwall, or another server?)");
-        std::io::Error::new(std::io::ErrorKind::AddrInUse, why)
-    } else {
-        e
-    }
 }
 
 /// The ledger-open failure as an operator reads it: which file and field, and the likely

@@ -88,7 +88,9 @@ fn socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
     )
 }
 
-fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
+/// "Address in use" rewritten to name the address and the likely cause; other errors as
+/// they are.
+pub(crate) fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
     if e.kind() == io::ErrorKind::AddrInUse {
         let why = format!("{addr} is already in use (another hookwall, or another server?)");
         io::Error::new(io::ErrorKind::AddrInUse, why)
