@@ -21,4 +21,5 @@ pub mod offline;
 pub mod pipeline;
 pub mod provider;
 pub mod server;
+pub mod tls;
 pub mod verify;

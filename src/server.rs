@@ -1,6 +1,8 @@
 //! `hookwall serve`: opens the ledger, binds the listeners, starts the shard writers, the
 //! ingress cores, the dispatcher and the admin listener, and stops them in reverse order on
-//! SIGTERM/SIGINT.
+//! SIGTERM/SIGINT. SIGHUP reloads the configuration file (see [`crate::config::Live`] for
+//! what a reload may change) and the TLS certificate; a bad file is refused with its errors
+//! logged, and the running configuration stays.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,11 +11,11 @@ use std::thread::JoinHandle;
 use anyhow::{bail, Context as _};
 
 use crate::admin::{self, AdminState};
-use crate::config::Config;
+use crate::config::{self as config_mod, Config, Live};
 use crate::ingress::{self, conn::CoreCtx, Backend};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::metrics::{CoreStats, DispatchStats, LedgerStats, Metrics};
-use crate::pipeline::Pipeline;
+use crate::tls::{self, CertStore};
 use crate::{dispatch, ledger};
 
 /// Runs the appliance until SIGTERM or SIGINT.
@@ -65,23 +67,32 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
     let inbox: Arc<dyn ledger::Inbox> = Arc::new(ledger.clone());
-    let dispatcher = dispatch::spawn(Arc::clone(&config), inbox, notify, Arc::clone(&metrics))
+    let live = Arc::new(Live::new(Arc::clone(&config)));
+    let certs =
+        config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
+    let tls_config = match &certs {
+        Some(store) => Some(tls::server_config(Arc::clone(store)).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let dispatcher = dispatch::spawn(Arc::clone(&live), inbox, notify, Arc::clone(&metrics))
         .context("starting the dispatcher")?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let pipeline = Arc::new(Pipeline::new(Arc::clone(&config)));
     let mut threads = Vec::with_capacity(cores);
     let connections_max = ingress::connections_per_core(cores);
     for (core, listener) in listeners.into_iter().enumerate() {
         let stats = Arc::clone(&metrics.cores[core]);
-        let ctx = CoreCtx::new(Arc::clone(&pipeline), ledger.clone(), stats, connections_max);
+        let ctx = CoreCtx::new(Arc::clone(&live), ledger.clone(), stats, connections_max)
+            .with_tls(tls_config.clone());
         threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop))?);
     }
     admin_state.listeners_bound.store(true, Ordering::Release);
-    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), "hookwall ready");
+    let tls_on = certs.is_some();
+    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
-    let signal = wait_for_stop(&threads, &ledger);
+    let reloader = Reloader { live: &live, certs: certs.as_deref() };
+    let signal = wait_for_stop(&threads, &ledger, &reloader);
     tracing::info!(reason = signal, "stopping");
     notify_systemd(&[sd_notify::NotifyState::Stopping]);
     admin_state.listeners_bound.store(false, Ordering::Release);
@@ -139,6 +150,50 @@ fn spawn_core(
         .context("spawning an ingress thread")
 }
 
+/// Applies SIGHUP: re-reads the configuration file the process started with.
+struct Reloader<'a> {
+    live: &'a Live,
+    certs: Option<&'a CertStore>,
+}
+
+impl Reloader<'_> {
+    /// Loads and validates the file again; when it is valid and changes nothing that needs a
+    /// restart, swaps in the new certificate and then the new configuration (cores and the
+    /// dispatcher pick it up on their next request or turn). Otherwise logs every reason at
+    /// `error` with the code `reload_rejected` and keeps the running configuration.
+    fn reload(&self) {
+        let old = self.live.get();
+        let path = old.path.clone();
+        let new = match Config::load(&path) {
+            Ok(new) => new,
+            Err(errors) => {
+                for e in &errors.0 {
+                    tracing::error!(code = "reload_rejected", config = %path.display(), "{e}");
+                }
+                tracing::error!(code = "reload_rejected", config = %path.display(), errors = errors.0.len(), "configuration reload refused: the file has errors; the running configuration stays");
+                return;
+            }
+        };
+        let why = config_mod::restart_needed(&old, &new);
+        if !why.is_empty() {
+            for reason in &why {
+                tracing::error!(code = "reload_rejected", config = %path.display(), "{reason}; restart hookwall to apply it");
+            }
+            tracing::error!(code = "reload_rejected", config = %path.display(), "configuration reload refused; the running configuration stays");
+            return;
+        }
+        for warning in &new.warnings {
+            tracing::warn!(config = %path.display(), "{warning}");
+        }
+        if let (Some(store), Some(tls)) = (self.certs, &new.server.tls) {
+            store.replace(Arc::clone(&tls.certified));
+        }
+        let (sources, destinations) = (new.sources.len(), new.destinations.len());
+        self.live.replace(Arc::new(new));
+        tracing::info!(code = "reloaded", config = %path.display(), sources, destinations, tls_reloaded = self.certs.is_some(), "configuration reloaded");
+    }
+}
+
 /// Tells systemd (`Type=notify`) about a state change; a no-op without `NOTIFY_SOCKET`.
 /// READY is sent once listeners are bound, the ledger is open and every thread runs;
 /// STOPPING when the stop begins; WATCHDOG keep-alives while every ingress core is alive.
@@ -160,7 +215,11 @@ const STOP_LEDGER_STUCK: &str = "the ledger stayed unwritable";
 
 /// Blocks until SIGTERM/SIGINT, until an ingress core exits on its own (a failure), or until
 /// the ledger has been unwritable for [`LEDGER_UNWRITABLE_MAX`].
-fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>], ledger: &Ledger) -> &'static str {
+fn wait_for_stop(
+    threads: &[JoinHandle<std::io::Result<()>>],
+    ledger: &Ledger,
+    reloader: &Reloader<'_>,
+) -> &'static str {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -180,9 +239,9 @@ fn wait_for_stop(threads: &[JoinHandle<std::io::Result<()>>], ledger: &Ledger) -
                 _ = term.recv() => return "SIGTERM",
                 _ = int.recv() => return "SIGINT",
                 _ = hup.recv() => {
-                    // Hot reload is not built yet; SIGHUP's default action would kill the
-                    // appliance, which is worse than ignoring it.
-                    tracing::warn!("SIGHUP received: configuration reload is not implemented yet; restart hookwall to apply a new config");
+                    notify_systemd(&[sd_notify::NotifyState::Reloading]);
+                    reloader.reload();
+                    notify_systemd(&[sd_notify::NotifyState::Ready]);
                 }
                 _ = check.tick() => {
                     if threads.iter().any(JoinHandle::is_finished) {

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::types::{
     AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
-    SourceConfig,
+    SourceConfig, TlsConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -105,7 +105,6 @@ struct RawServer {
 }
 
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)] // Accepted for form only: TLS is refused with an error until implemented.
 struct RawTls {
     cert: Option<String>,
     key: Option<String>,
@@ -565,12 +564,7 @@ impl Check<'_> {
                 self.error(&format!("server.trusted_proxies[#{}]", n + 1), problem);
             }
         }
-        if raw.tls.is_some() {
-            self.error(
-                "server.tls",
-                "TLS is not implemented yet; terminate TLS in front of hookwall",
-            );
-        }
+        let tls = raw.tls.as_ref().and_then(|tls| self.tls(tls));
         ServerConfig {
             listen,
             admin_listen,
@@ -580,6 +574,28 @@ impl Check<'_> {
             header_bytes_max: usize::try_from(header).unwrap_or(16_384),
             read_timeout,
             trusted_proxies,
+            tls,
+        }
+    }
+
+    /// `[server.tls]`: both paths required; the pair is loaded now so that `check-config`
+    /// reports an unreadable file, a missing key or a key that does not match the certificate.
+    fn tls(&mut self, raw: &RawTls) -> Option<TlsConfig> {
+        let cert = raw.cert.as_deref().filter(|p| !p.is_empty());
+        let key = raw.key.as_deref().filter(|p| !p.is_empty());
+        if cert.is_none() {
+            self.error("server.tls.cert", "is missing (a PEM certificate chain, leaf first)");
+        }
+        if key.is_none() {
+            self.error("server.tls.key", "is missing (the PEM private key of the certificate)");
+        }
+        let (cert, key) = (PathBuf::from(cert?), PathBuf::from(key?));
+        match crate::tls::load_certified_key(&cert, &key) {
+            Ok(certified) => Some(TlsConfig { cert, key, certified }),
+            Err(problem) => {
+                self.error("server.tls", problem);
+                None
+            }
         }
     }
 

@@ -58,6 +58,20 @@ pub struct ServerConfig {
     pub read_timeout: Duration,
     /// CIDRs allowed to set `X-Forwarded-Proto`/`X-Forwarded-Host`, as written.
     pub trusted_proxies: Vec<String>,
+    /// `[server.tls]`: terminate TLS on the ingress listener; `None` = plain HTTP.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[server.tls]`: the PEM certificate chain and private key, loaded and checked to match.
+/// Re-read on every reload (SIGHUP), so a renewed certificate is served without a restart.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the leaf certificate.
+    pub key: PathBuf,
+    /// The pair as loaded when this configuration was read.
+    pub certified: std::sync::Arc<rustls::sign::CertifiedKey>,
 }
 
 /// `[ledger]`.

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::attempt::{self, Target};
 use super::classify::{classify, AttemptResult};
-use crate::config::Config;
+use crate::config::{Config, Live};
 use crate::ledger::{DueEvent, Inbox, Outcome, Settlement};
 use crate::limits::DISPATCH_SCAN_MAX;
 use crate::metrics::{AttemptOutcome, Metrics};
@@ -45,7 +45,10 @@ struct Finished {
 
 /// The loop's state; lives on the dispatcher thread only.
 pub(super) struct Engine {
+    /// The configuration in force; refreshed from `live` at the top of every turn.
     config: Arc<Config>,
+    live: Arc<Live>,
+    generation: u64,
     inbox: Arc<dyn Inbox>,
     notify: Arc<Notify>,
     metrics: Arc<Metrics>,
@@ -87,7 +90,7 @@ enum Wake {
 impl Engine {
     /// A loop with nothing in flight.
     pub(super) fn new(
-        config: Arc<Config>,
+        live: Arc<Live>,
         inbox: Arc<dyn Inbox>,
         notify: Arc<Notify>,
         metrics: Arc<Metrics>,
@@ -96,11 +99,15 @@ impl Engine {
         // Each in-flight slot sends exactly one reply, so the channel holds at most
         // `in_flight.len()` messages: bounded by the set it serves.
         let (replies_tx, replies_rx) = mpsc::unbounded_channel();
+        let generation = live.generation();
+        let config = live.get();
         let busy = vec![0; config.destinations.len()];
         let cursors = vec![None; inbox.shards()];
         let now = crate::clock::monotonic();
         Engine {
             config,
+            live,
+            generation,
             inbox,
             notify,
             metrics,
@@ -124,6 +131,7 @@ impl Engine {
     /// or time out and offers their settlements before returning.
     pub(super) async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         loop {
+            self.refresh_config();
             let notify = Arc::clone(&self.notify);
             let notified = notify.notified();
             tokio::pin!(notified);
@@ -149,6 +157,17 @@ impl Engine {
             self.drain_ready();
         }
         self.drain_on_stop().await;
+    }
+
+    /// Takes the reloaded configuration, if a reload happened since the last turn: new
+    /// destination URLs, timeouts, attempts and backoff apply to attempts started from now on
+    /// (destination ids and order are fixed for the process, so `busy` stays aligned).
+    fn refresh_config(&mut self) {
+        let generation = self.live.generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.config = self.live.get();
+        }
     }
 
     /// Scans when a notification or timer asked for it, or — while the last scan left due

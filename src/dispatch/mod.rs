@@ -26,7 +26,7 @@ use tokio::sync::{oneshot, Notify};
 
 pub use classify::{backoff, classify, AttemptResult};
 
-use crate::config::Config;
+use crate::config::Live;
 use crate::ledger::Inbox;
 use crate::metrics::Metrics;
 
@@ -58,7 +58,7 @@ impl DispatchHandle {
 /// # Errors
 /// The tokio runtime, the HTTP client (TLS setup) or the thread could not be created.
 pub fn spawn(
-    config: Arc<Config>,
+    config: Arc<Live>,
     inbox: Arc<dyn Inbox>,
     notify: Arc<Notify>,
     metrics: Arc<Metrics>,

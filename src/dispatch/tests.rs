@@ -12,7 +12,7 @@ use hyper::body::Bytes;
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, Live};
 use crate::ledger::{DueEvent, Outcome, Settlement};
 use crate::metrics::{AttemptOutcome, CoreStats, DispatchStats, LedgerStats, Metrics};
 
@@ -246,8 +246,9 @@ async fn rig(
     }
     let (metrics, notify) = (metrics(), Arc::new(Notify::new()));
     let cfg = config(&url, attempts_max, concurrency_max);
-    let handle = spawn(cfg, inbox.clone(), Arc::clone(&notify), Arc::clone(&metrics))
-        .expect("dispatcher starts");
+    let handle =
+        spawn(Arc::new(Live::new(cfg)), inbox.clone(), Arc::clone(&notify), Arc::clone(&metrics))
+            .expect("dispatcher starts");
     Rig { inbox, settled, dest, metrics, notify, handle }
 }
 
@@ -390,7 +391,8 @@ async fn connection_refused_is_retried_then_dead() {
     let (inbox, mut settled) = FakeInbox::new();
     inbox.admit(1, b"{}");
     let cfg = config(&format!("http://{port}/"), 2, 1);
-    let handle = spawn(cfg, inbox, Arc::new(Notify::new()), metrics()).expect("starts");
+    let handle =
+        spawn(Arc::new(Live::new(cfg)), inbox, Arc::new(Notify::new()), metrics()).expect("starts");
     let first = recv(&mut settled).await;
     assert!(matches!(&first.2, Outcome::Retry { error, .. } if error.starts_with("connect: ")));
     let second = recv(&mut settled).await;

@@ -3,12 +3,20 @@
 //! [`Conn::process`], sends what is in [`Conn::output`], and feeds the ledger's decision back
 //! with [`Conn::on_decision`]. Responses leave in request order (pipelining): while one request
 //! waits for its commit, later pipelined requests wait in `input`.
+//!
+//! With `[server.tls]` the connection also owns its rustls session: [`Conn::receive`] takes
+//! ciphertext and appends the plaintext it yields to `input`; [`Conn::take_output`] encrypts
+//! `output` (plus handshake records, alerts and `close_notify`) for the socket. The HTTP code
+//! above never sees the difference.
 
+use std::cell::RefCell;
+use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::answer::Answer;
 use crate::clock;
+use crate::config::Live;
 use crate::http::{self, Frame, Framer};
 use crate::ledger::{Decision, Ledger, Reply};
 use crate::metrics::CoreStats;
@@ -25,10 +33,26 @@ pub enum Step {
     Close,
 }
 
+/// What [`Conn::receive`] made of the bytes from the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Appended (plaintext, or ciphertext that decrypted or advanced the handshake).
+    Ok,
+    /// The peer ended the TLS session (`close_notify`): answer what is pending, then close.
+    Closed,
+    /// TLS protocol error: the alert is queued in the output; flush it and close.
+    Fatal,
+}
+
+/// Plaintext read from the TLS session per call to rustls' reader.
+const TLS_PLAINTEXT_CHUNK: usize = 16 * 1024;
+
 /// Everything a connection needs from its core: the pipeline, the ledger and the counters.
 pub struct CoreCtx {
-    /// Routes and sources.
-    pub pipeline: Arc<Pipeline>,
+    /// The configuration in force (replaced by reloads).
+    live: Arc<Live>,
+    /// This core's pipeline, built from generation `.0` of `live`.
+    pipeline: RefCell<(u64, Arc<Pipeline>)>,
     /// Where admissions go.
     pub ledger: Ledger,
     /// This core's counters.
@@ -39,23 +63,48 @@ pub struct CoreCtx {
     pub read_timeout: Duration,
     /// Most open connections on this core (see [`super::connections_per_core`]).
     pub connections_max: usize,
+    /// `[server.tls]`: every accepted connection speaks TLS with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl CoreCtx {
-    /// The context for one core that may hold `connections_max` connections.
+    /// The context for one core that may hold `connections_max` connections. The framing
+    /// limits and `read_timeout` are read once (a reload cannot change `[server]`).
     pub fn new(
-        pipeline: Arc<Pipeline>,
+        live: Arc<Live>,
         ledger: Ledger,
         stats: Arc<CoreStats>,
         connections_max: usize,
     ) -> CoreCtx {
+        let generation = live.generation();
+        let pipeline = Arc::new(Pipeline::new(live.get()));
         let server = &pipeline.config.server;
         let limits = http::Limits {
             header_bytes_max: server.header_bytes_max,
             body_bytes_max: server.body_bytes_max,
         };
         let read_timeout = server.read_timeout;
-        CoreCtx { pipeline, ledger, stats, limits, read_timeout, connections_max }
+        let pipeline = RefCell::new((generation, pipeline));
+        CoreCtx { live, pipeline, ledger, stats, limits, read_timeout, connections_max, tls: None }
+    }
+
+    /// The pipeline of the configuration in force: this core's own copy, rebuilt only when a
+    /// reload has happened since (one atomic load otherwise). A request keeps the pipeline it
+    /// was routed with; source indices are stable across reloads ([`crate::config::Live`]).
+    pub fn pipeline(&self) -> Arc<Pipeline> {
+        let generation = self.live.generation();
+        let mut cached = self.pipeline.borrow_mut();
+        if cached.0 != generation {
+            *cached = (generation, Arc::new(Pipeline::new(self.live.get())));
+        }
+        Arc::clone(&cached.1)
+    }
+
+    /// The same context terminating TLS with `tls` (see [`crate::tls::server_config`]).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<Arc<rustls::ServerConfig>>) -> CoreCtx {
+        self.tls = tls;
+        self
     }
 
     /// Most bytes a connection may hold unprocessed before it is closed as abusive: one full
@@ -90,20 +139,41 @@ pub struct Conn {
     last_activity: Instant,
     /// The server is stopping: every further answer closes the connection.
     draining: bool,
+    /// The TLS session, when the listener terminates TLS.
+    tls: Option<Box<rustls::ServerConnection>>,
+    /// `close_notify` has been queued (once, when the connection is closing).
+    close_notify_sent: bool,
 }
 
 impl Conn {
     /// A new connection accepted at `now`.
     pub fn new(ctx: &CoreCtx, now: Instant) -> Conn {
+        let mut phase = Phase::Reading { source: None };
+        let tls = ctx.tls.as_ref().and_then(|config| {
+            match rustls::ServerConnection::new(Arc::clone(config)) {
+                Ok(mut tls) => {
+                    // Answers are small and bounded by pipelining; never refuse to buffer one.
+                    tls.set_buffer_limit(None);
+                    Some(Box::new(tls))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start a TLS session; closing the connection");
+                    phase = Phase::Closing;
+                    None
+                }
+            }
+        });
         Conn {
             input: Vec::new(),
             input_start: 0,
             output: Vec::new(),
             framer: Framer::new(ctx.limits),
-            phase: Phase::Reading { source: None },
+            phase,
             request_started: None,
             last_activity: now,
             draining: false,
+            tls,
+            close_notify_sent: false,
         }
     }
 
@@ -121,13 +191,90 @@ impl Conn {
             && self.input_start == self.input.len()
     }
 
-    /// Appends received bytes.
-    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
-        if self.request_started.is_none() && !bytes.is_empty() {
+    /// Takes bytes received from the socket: plaintext is appended to `input`; with TLS the
+    /// ciphertext is decrypted first (a handshake in progress counts as a request in progress
+    /// for `read_timeout`, so a slow handshake is cut off like a slow request).
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) -> Received {
+        self.last_activity = now;
+        let Some(tls) = self.tls.as_deref_mut() else {
+            if self.request_started.is_none() && !bytes.is_empty() {
+                self.request_started = Some(now);
+            }
+            self.input.extend_from_slice(bytes);
+            return Received::Ok;
+        };
+        if tls.is_handshaking() && self.request_started.is_none() {
             self.request_started = Some(now);
         }
-        self.last_activity = now;
-        self.input.extend_from_slice(bytes);
+        let mut rest = bytes;
+        let mut closed = false;
+        while !rest.is_empty() {
+            if tls.read_tls(&mut rest).is_err() {
+                return Received::Fatal;
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // rustls queued the alert; the back end flushes it and closes (after the
+                // decision of an admission in flight, if any, has arrived).
+                tracing::debug!(error = %e, "TLS error; closing the connection");
+                return Received::Fatal;
+            }
+            loop {
+                let start = self.input.len();
+                self.input.resize(start + TLS_PLAINTEXT_CHUNK, 0);
+                let read = tls.reader().read(&mut self.input[start..]);
+                let n = read.as_ref().map_or(0, |n| *n);
+                self.input.truncate(start + n);
+                match read {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(_would_block) => break,
+                }
+            }
+        }
+        if self.request_started.is_none() && self.input_start < self.input.len() {
+            self.request_started = Some(now);
+        }
+        if closed {
+            Received::Closed
+        } else {
+            Received::Ok
+        }
+    }
+
+    /// Whether anything waits to be sent: answers, or TLS records (handshake, alerts).
+    pub fn has_output(&self) -> bool {
+        !self.output.is_empty() || self.tls.as_ref().is_some_and(|tls| tls.wants_write())
+    }
+
+    /// Moves everything to send onto the end of `wire`: the answers as they are, or encrypted
+    /// with TLS (plus handshake records, alerts, and `close_notify` once the connection is
+    /// closing). With an empty `wire` and no TLS the buffers are swapped, not copied.
+    pub fn take_output(&mut self, wire: &mut Vec<u8>) {
+        let Some(tls) = self.tls.as_deref_mut() else {
+            if wire.is_empty() {
+                std::mem::swap(wire, &mut self.output);
+            } else {
+                wire.append(&mut self.output);
+            }
+            return;
+        };
+        if !self.output.is_empty() {
+            // Unbounded buffer (set at creation): writing into it cannot fail or stop short.
+            let _ = tls.writer().write_all(&self.output);
+            self.output.clear();
+        }
+        if matches!(self.phase, Phase::Closing) && !self.close_notify_sent {
+            tls.send_close_notify();
+            self.close_notify_sent = true;
+        }
+        while tls.wants_write() {
+            if tls.write_tls(wire).is_err() {
+                break;
+            }
+        }
     }
 
     /// Whether an admission is in flight (the connection must not be freed silently: its
@@ -166,7 +313,8 @@ impl Conn {
     }
 
     fn on_head(&mut self, ctx: &CoreCtx, head: &http::Head) {
-        match ctx.pipeline.routes.route(head) {
+        let pipeline = ctx.pipeline();
+        match pipeline.routes.route(head) {
             Ok(source) => {
                 self.phase = Phase::Reading { source: Some(source) };
                 let fits =
@@ -175,7 +323,7 @@ impl Conn {
                     // The client waits before sending its body: an unsigned delivery is told
                     // 401 now instead of being invited to upload it (SPEC §3 order holds:
                     // 404, 405 and 413 are decided first).
-                    let provider = ctx.pipeline.config.sources[source].provider;
+                    let provider = pipeline.config.sources[source].provider;
                     if self.framer.header(provider.signature_header()).is_none() {
                         let answer = Answer::SignatureMissing;
                         self.answer(ctx, Some(source), answer, None, false, None);
@@ -185,7 +333,7 @@ impl Conn {
                 }
             }
             Err(answer) => {
-                let source = ctx.pipeline.routes.lookup(head.path());
+                let source = pipeline.routes.lookup(head.path());
                 self.answer(ctx, source, answer, None, false, None);
             }
         }
@@ -200,7 +348,8 @@ impl Conn {
     ) {
         let read_at = clock::monotonic();
         let keep_alive = req.keep_alive;
-        let config = &ctx.pipeline.config.sources[source];
+        let pipeline = ctx.pipeline();
+        let config = &pipeline.config.sources[source];
         match pipeline::handle(source, config, req, clock::now_unix_ms(), make_reply) {
             Handled::Answer(answer, id) => {
                 self.answer(ctx, Some(source), answer, id.as_deref(), keep_alive, Some(read_at));
@@ -287,7 +436,7 @@ impl Conn {
             let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
             ctx.stats.record_ack_us(source, micros);
         }
-        tracing::debug!(source = ?source.map(|s| &ctx.pipeline.config.sources[s].id), status = answer.code(), "answered");
+        tracing::debug!(source = ?source.map(|s| ctx.pipeline().config.sources[s].id.clone()), status = answer.code(), "answered");
         let now = clock::monotonic();
         self.last_activity = now;
         self.request_started = (self.input_start < self.input.len()).then_some(now);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::conn::{Conn, CoreCtx, Step};
+use super::conn::{Conn, CoreCtx, Received, Step};
 use super::uring::AcceptErrors;
 use crate::clock;
 use crate::ledger::{Decision, Reply};
@@ -93,6 +93,7 @@ fn spawn_connection(
 async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>) {
     let mut conn = Conn::new(ctx, clock::monotonic());
     let mut buf = vec![0u8; RECV_BUFFER_BYTES];
+    let mut wire = Vec::new();
     loop {
         if stopping.get() {
             conn.drain();
@@ -108,7 +109,7 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>) {
             };
             conn.process(ctx, &mut make_reply)
         };
-        if !flush(&mut stream, &mut conn).await {
+        if !flush(&mut stream, &mut conn, &mut wire).await {
             return;
         }
         match step {
@@ -121,7 +122,7 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>) {
             }
             Step::NeedRead => {
                 if !read(ctx, &mut stream, &mut conn, &mut buf, stopping).await {
-                    let _ = flush(&mut stream, &mut conn).await;
+                    let _ = flush(&mut stream, &mut conn, &mut wire).await;
                     return;
                 }
             }
@@ -142,8 +143,9 @@ async fn read(
         match tokio::time::timeout(TICK, stream.read(buf)).await {
             Ok(Ok(0) | Err(_)) => return false,
             Ok(Ok(n)) => {
-                conn.receive(&buf[..n], clock::monotonic());
-                return conn.input.len() <= ctx.input_bytes_max();
+                let received = conn.receive(&buf[..n], clock::monotonic());
+                // A TLS alert or close_notify ends the connection after one more flush.
+                return received == Received::Ok && conn.input.len() <= ctx.input_bytes_max();
             }
             Err(_elapsed) => {
                 if conn.on_tick(ctx, clock::monotonic()) {
@@ -160,11 +162,12 @@ async fn read(
     }
 }
 
-async fn flush(stream: &mut TcpStream, conn: &mut Conn) -> bool {
-    if conn.output.is_empty() {
+async fn flush(stream: &mut TcpStream, conn: &mut Conn, wire: &mut Vec<u8>) -> bool {
+    if !conn.has_output() {
         return true;
     }
-    let ok = stream.write_all(&conn.output).await.is_ok();
-    conn.output.clear();
+    conn.take_output(wire);
+    let ok = stream.write_all(wire).await.is_ok();
+    wire.clear();
     ok
 }

@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, Sender};
 use io_uring::types::{BufRingEntry, Fd, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
-use super::conn::{Conn, CoreCtx, Step};
+use super::conn::{Conn, CoreCtx, Received, Step};
 use crate::clock;
 use crate::ledger::{Decision, Reply};
 use crate::limits::{RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES};
@@ -532,14 +532,21 @@ impl Core {
         }
         if result > 0 {
             let len = usize::try_from(result).expect("positive i32 fits in usize");
+            let mut received = Received::Ok;
             if let Some(bid) = bid {
                 if !s.closing {
-                    s.conn.receive(self.bufs.data(bid, len), now);
+                    received = s.conn.receive(self.bufs.data(bid, len), now);
                 }
                 self.bufs.recycle(bid);
             }
             if s.closing {
                 self.maybe_free(slot);
+                return;
+            }
+            if received != Received::Ok {
+                // TLS alert or close_notify: answer what is pending, flush, then close.
+                s.close_after_flush = true;
+                self.drive(slot);
                 return;
             }
             if s.conn.input.len() > input_max {
@@ -619,7 +626,7 @@ impl Core {
             let idle: Vec<usize> = (0..self.slots.len())
                 .filter(|&i| {
                     self.slots[i].as_ref().is_some_and(|s| {
-                        s.conn.idle() && !s.send_in_flight && !s.closing && s.conn.output.is_empty()
+                        s.conn.idle() && !s.send_in_flight && !s.closing && !s.conn.has_output()
                     })
                 })
                 .collect();
@@ -655,7 +662,7 @@ impl Core {
             return;
         }
         if s.sending.is_empty() {
-            std::mem::swap(&mut s.sending, &mut s.conn.output);
+            s.conn.take_output(&mut s.sending);
             s.sent = 0;
         }
         if s.sending.is_empty() {

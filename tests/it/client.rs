@@ -118,7 +118,7 @@ impl Conn {
 }
 
 /// One response at the front of `buf`, with the bytes it takes; `None` if incomplete.
-fn parse_response(buf: &[u8]) -> std::io::Result<Option<(Response, usize)>> {
+pub fn parse_response(buf: &[u8]) -> std::io::Result<Option<(Response, usize)>> {
     let mut slots = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Response::new(&mut slots);
     let head_len = match parsed.parse(buf) {

@@ -129,6 +129,8 @@ pub struct Setup {
     pub env: Vec<(String, String)>,
     /// Extra `serve` arguments (after `-c FILE`).
     pub serve_args: Vec<String>,
+    /// TOML written after the `[server]` keys (e.g. a `[server.tls]` table).
+    pub server_extra: String,
 }
 
 impl Setup {
@@ -148,6 +150,7 @@ impl Setup {
             nofile: None,
             env: Vec::new(),
             serve_args: Vec::new(),
+            server_extra: String::new(),
         }
     }
 
@@ -162,6 +165,7 @@ impl Setup {
         let _ = writeln!(t, "body_bytes_max = {}", self.body_bytes_max);
         let _ = writeln!(t, "header_bytes_max = {}", self.header_bytes_max);
         let _ = writeln!(t, "read_timeout = \"10s\"\n");
+        let _ = writeln!(t, "{}", self.server_extra);
         let _ = writeln!(t, "[ledger]");
         let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));
         let _ = writeln!(t, "sync = true\n");
@@ -216,6 +220,8 @@ pub struct Hookwall {
     pub admin: SocketAddr,
     /// Where the child's stderr goes.
     pub stderr_path: PathBuf,
+    /// The config file it was started with (a reload re-reads it).
+    pub config_path: PathBuf,
     /// The setup it runs.
     pub setup: Setup,
 }
@@ -260,8 +266,9 @@ impl Hookwall {
             .stderr(stderr)
             .spawn()
             .expect("spawning hookwall");
+        let setup = setup.clone();
         let mut hw =
-            Hookwall { child: Some(child), ingress, admin, stderr_path, setup: setup.clone() };
+            Hookwall { child: Some(child), ingress, admin, stderr_path, config_path, setup };
         hw.wait_ready();
         hw
     }
@@ -291,6 +298,34 @@ impl Hookwall {
     /// The child's stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Rewrites the config file for `setup` (same ports), sends SIGHUP and waits until the
+    /// reload's outcome is logged; returns whether it was applied (`reloaded`) or refused
+    /// (`reload_rejected`).
+    pub fn reload(&mut self, setup: &Setup) -> bool {
+        std::fs::write(&self.config_path, setup.toml(self.ingress, self.admin))
+            .expect("rewriting the config");
+        let outcomes = |log: &str| {
+            let applied = log.matches("configuration reloaded").count();
+            let refused = log.matches("configuration reload refused").count();
+            (applied, refused)
+        };
+        let before = outcomes(&self.stderr());
+        self.signal(libc::SIGHUP);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let now = outcomes(&self.stderr());
+            if now.0 > before.0 {
+                self.setup = setup.clone();
+                return true;
+            }
+            if now.1 > before.1 {
+                return false;
+            }
+            assert!(Instant::now() < deadline, "no reload outcome logged:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20)); // poll interval
+        }
     }
 
     /// SIGTERM, then waits (bounded) for the exit; returns its status.

@@ -1,0 +1,97 @@
+//! Hot reload on SIGHUP (issue 7, R3): secrets rotate and destinations move without a restart;
+//! a bad file, or a change only a restart can make, is refused with its reason logged while the
+//! running configuration keeps serving.
+
+use crate::harness::{self, Fixture, Io, Setup};
+use crate::sign::{self, Provider};
+use crate::sink::{Script, Sink};
+
+/// Delivers a fresh Stripe event to `stripe-a` signed with `secret`; returns `(status, code)`.
+fn deliver_signed(f: &Fixture, secret: &str) -> (u16, String) {
+    let id = sign::unique_id("evt_reload");
+    let body = sign::body(Provider::Stripe, &id, "reload");
+    let headers = sign::headers(Provider::Stripe, secret, &id, sign::now_unix_s(), &body);
+    f.hw.post("stripe-a", &headers, &body).answer()
+}
+
+/// `setup` with `stripe-a`'s keys replaced by `secrets`.
+fn with_stripe_a_secrets(setup: &Setup, secrets: Vec<(&'static str, &'static str)>) -> Setup {
+    let mut setup = setup.clone();
+    let source = setup.sources.iter_mut().find(|s| s.id == "stripe-a").expect("stripe-a");
+    source.secrets = secrets;
+    setup
+}
+
+on_both_io! {
+    /// R3, issue 7: a key rotated in the file is in force right after SIGHUP — the new key is
+    /// accepted, the removed one is `signature_invalid` — with no restart (same process, same
+    /// connections).
+    fn sighup_rotates_secrets_without_restart(io: Io) {
+        let mut f = Fixture::new(io, Script::always(200));
+        let accepted = (200, "accepted".to_owned());
+        let invalid = (401, "signature_invalid".to_owned());
+        assert_eq!(deliver_signed(&f, sign::STRIPE_SECRET), accepted);
+        assert_eq!(deliver_signed(&f, sign::STRIPE_NEW_SECRET), invalid, "not yet configured");
+
+        let rotated = with_stripe_a_secrets(&f.hw.setup, vec![("k2", sign::STRIPE_NEW_SECRET)]);
+        assert!(f.hw.reload(&rotated), "the reload is applied:\n{}", f.hw.stderr());
+        assert_eq!(deliver_signed(&f, sign::STRIPE_NEW_SECRET), accepted, "the new key works");
+        assert_eq!(deliver_signed(&f, sign::STRIPE_SECRET), invalid, "the removed key is refused");
+        assert!(f.hw.stderr().contains("configuration reloaded"), "{}", f.hw.stderr());
+    }
+}
+
+/// Issue 7: a file with errors is refused as a whole, every error logged with its field, and
+/// the old configuration keeps serving (the old key still verifies).
+#[test]
+fn bad_file_is_refused_and_the_running_config_stays() {
+    let mut f = Fixture::new(Io::Auto, Script::always(200));
+    let mut bad = with_stripe_a_secrets(&f.hw.setup, vec![("k2", sign::STRIPE_NEW_SECRET)]);
+    bad.backoff_min = "soon";
+    assert!(!f.hw.reload(&bad), "a bad file is refused");
+    let log = f.hw.stderr();
+    assert!(log.contains("backoff_min"), "the bad field is named:\n{log}");
+    assert!(log.contains("reload_rejected"), "the reason code is logged:\n{log}");
+    assert_eq!(deliver_signed(&f, sign::STRIPE_SECRET), (200, "accepted".to_owned()));
+    assert_eq!(deliver_signed(&f, sign::STRIPE_NEW_SECRET), (401, "signature_invalid".to_owned()));
+}
+
+/// Issue 7: changes only a restart can make — here a new source and a different core count —
+/// are refused with the fields named and "restart" said; nothing of the file is applied, not
+/// even the key rotation that came with it.
+#[test]
+fn changes_that_need_a_restart_are_refused_whole() {
+    let mut f = Fixture::new(Io::Auto, Script::always(200));
+    let mut changed = with_stripe_a_secrets(&f.hw.setup, vec![("k2", sign::STRIPE_NEW_SECRET)]);
+    changed.cores = 1;
+    changed.sources.push(harness::Source { id: "stripe-new", ..harness::stripe_a() });
+    assert!(!f.hw.reload(&changed), "refused:\n{}", f.hw.stderr());
+    let log = f.hw.stderr();
+    assert!(log.contains("server.cores changed"), "names server.cores:\n{log}");
+    assert!(log.contains("the list of sources changed"), "names the sources:\n{log}");
+    assert!(log.contains("restart"), "says a restart applies it:\n{log}");
+    assert_eq!(deliver_signed(&f, sign::STRIPE_SECRET), (200, "accepted".to_owned()));
+    assert_eq!(deliver_signed(&f, sign::STRIPE_NEW_SECRET), (401, "signature_invalid".to_owned()));
+}
+
+/// Issue 7: a destination's URL changed in the file takes effect on SIGHUP: events admitted
+/// afterwards are forwarded to the new URL, none to the old one.
+#[test]
+fn sighup_moves_a_destination() {
+    let mut f = Fixture::new(Io::Auto, Script::always(200));
+    let source = harness::stripe_a();
+    let id = sign::unique_id("evt_old_sink");
+    let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "old"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    f.sink.wait_for_key(&source.key(&id), 1, harness::FORWARD_TIMEOUT);
+
+    let new_sink = Sink::start(Script::always(200));
+    let mut moved = f.hw.setup.clone();
+    moved.destination_url = new_sink.url();
+    assert!(f.hw.reload(&moved), "applied:\n{}", f.hw.stderr());
+    let id = sign::unique_id("evt_new_sink");
+    let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "new"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    new_sink.wait_for_key(&source.key(&id), 1, harness::FORWARD_TIMEOUT);
+    assert!(f.sink.for_key(&source.key(&id)).is_empty(), "nothing went to the old URL");
+}
