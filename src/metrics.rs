@@ -15,9 +15,72 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("static histogram bounds are valid")
 }
 
+/// Label of the event-type slot counting every type not in a source's allow-list (and every
+/// type of a source without one): event types come from request data, so only the types a
+/// source's `event_types` names at start-up become label values (R28).
+pub const EVENT_TYPE_OTHER: &str = "_other";
+
+/// Per source: authentic, well-formed events received, by event type (R26). The label set is
+/// fixed at start-up from each source's allow-list; a reload that adds a type counts it under
+/// [`EVENT_TYPE_OTHER`] until the next restart.
+pub struct EventTypeCounts {
+    /// Per source: the allow-listed types at start-up, in config order.
+    types: Box<[Box<[String]>]>,
+    /// Per source: index of its first slot in `counts` (its types, then `_other`).
+    offsets: Box<[usize]>,
+    counts: Box<[AtomicU64]>,
+}
+
+impl EventTypeCounts {
+    /// Slots for sources whose allow-lists are `types` (an empty list: only `_other`).
+    pub fn new(types: Vec<Vec<String>>) -> EventTypeCounts {
+        let mut offsets = Vec::with_capacity(types.len());
+        let mut slots = 0;
+        for t in &types {
+            offsets.push(slots);
+            slots += t.len() + 1;
+        }
+        EventTypeCounts {
+            types: types.into_iter().map(Vec::into_boxed_slice).collect(),
+            offsets: offsets.into_boxed_slice(),
+            counts: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Counts one event of `event_type` for `source` (a linear scan of its allow-list, which
+    /// is short; no allocation).
+    pub fn count(&self, source: usize, event_type: Option<&str>) {
+        let (Some(types), Some(&offset)) = (self.types.get(source), self.offsets.get(source))
+        else {
+            return;
+        };
+        let slot = event_type
+            .and_then(|t| types.iter().position(|known| known == t))
+            .unwrap_or(types.len());
+        if let Some(c) = self.counts.get(offset + slot) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `(type label, count)` for `source`, allow-listed types first, then `_other`.
+    pub fn by_type(&self, source: usize) -> Vec<(&str, u64)> {
+        let (Some(types), Some(&offset)) = (self.types.get(source), self.offsets.get(source))
+        else {
+            return Vec::new();
+        };
+        let labels = types.iter().map(String::as_str).chain([EVENT_TYPE_OTHER]);
+        labels
+            .enumerate()
+            .map(|(i, t)| (t, self.counts[offset + i].load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
 /// Counters of one ingress core.
 pub struct CoreStats {
     sources: usize,
+    /// Authentic, well-formed events by source and event type (R26).
+    pub events: EventTypeCounts,
     /// `[source][Answer::index]` request counts; requests with no known source count under
     /// the extra last "source" slot.
     requests: Box<[AtomicU64]>,
@@ -28,11 +91,19 @@ pub struct CoreStats {
 }
 
 impl CoreStats {
-    /// Counters for `sources` configured sources.
+    /// Counters for `sources` configured sources, none with an event-type allow-list.
     pub fn new(sources: usize) -> CoreStats {
+        CoreStats::with_event_types(vec![Vec::new(); sources])
+    }
+
+    /// Counters for one source per entry of `event_types` (each source's allow-list, empty
+    /// when it has none).
+    pub fn with_event_types(event_types: Vec<Vec<String>>) -> CoreStats {
+        let sources = event_types.len();
         let slots = (sources + 1) * Answer::ALL.len();
         CoreStats {
             sources,
+            events: EventTypeCounts::new(event_types),
             requests: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             ack_latency_us: (0..sources).map(|_| Mutex::new(latency_histogram())).collect(),
             connections_open: AtomicI64::new(0),
@@ -158,8 +229,21 @@ impl DispatchStats {
     }
 }
 
+/// Outcomes of configuration reloads (SIGHUP).
+#[derive(Default)]
+pub struct ReloadStats {
+    /// Reloads applied.
+    pub applied: AtomicU64,
+    /// Reloads refused (errors in the file, or changes that need a restart).
+    pub rejected: AtomicU64,
+    /// Whether the last reload was refused (the file on disk is not what runs).
+    pub last_rejected: std::sync::atomic::AtomicBool,
+}
+
 /// Every metric of one running hookwall.
 pub struct Metrics {
+    /// Configuration reloads.
+    pub reloads: ReloadStats,
     /// One per ingress core.
     pub cores: Vec<std::sync::Arc<CoreStats>>,
     /// Ledger.

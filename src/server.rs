@@ -33,7 +33,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 
     let cores = config.server.cores;
     let metrics = Arc::new(Metrics {
-        cores: (0..cores).map(|_| Arc::new(CoreStats::new(config.sources.len()))).collect(),
+        reloads: Default::default(),
+        cores: (0..cores)
+            .map(|_| Arc::new(CoreStats::with_event_types(event_types(&config))))
+            .collect(),
         ledger: LedgerStats::new(config.sources.len()),
         dispatch: DispatchStats::new(config.destinations.len()),
     });
@@ -91,7 +94,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
-    let reloader = Reloader { live: &live, certs: certs.as_deref() };
+    let reloader = Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics };
     let signal = wait_for_stop(&threads, &ledger, &reloader);
     tracing::info!(reason = signal, "stopping");
     notify_systemd(&[sd_notify::NotifyState::Stopping]);
@@ -125,6 +128,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Each source's event-type allow-list (empty without one): the event-type label values of
+/// `hookwall_ingress_events_total`, fixed for the life of the process.
+fn event_types(config: &Config) -> Vec<Vec<String>> {
+    config.sources.iter().map(|s| s.event_types.clone().unwrap_or_default()).collect()
+}
+
 /// The ledger-open failure as an operator reads it: which file and field, and the likely
 /// cause when RocksDB's lock is held.
 fn ledger_open_error(config: &Config, e: &ledger::Error) -> anyhow::Error {
@@ -154,6 +163,7 @@ fn spawn_core(
 struct Reloader<'a> {
     live: &'a Live,
     certs: Option<&'a CertStore>,
+    metrics: &'a Metrics,
 }
 
 impl Reloader<'_> {
@@ -162,6 +172,15 @@ impl Reloader<'_> {
     /// dispatcher pick it up on their next request or turn). Otherwise logs every reason at
     /// `error` with the code `reload_rejected` and keeps the running configuration.
     fn reload(&self) {
+        let applied = self.try_reload();
+        let stats = &self.metrics.reloads;
+        let counter = if applied { &stats.applied } else { &stats.rejected };
+        counter.fetch_add(1, Ordering::Relaxed);
+        stats.last_rejected.store(!applied, Ordering::Relaxed);
+    }
+
+    /// [`Reloader::reload`]'s work; whether the new configuration was put in force.
+    fn try_reload(&self) -> bool {
         let old = self.live.get();
         let path = old.path.clone();
         let new = match Config::load(&path) {
@@ -171,7 +190,7 @@ impl Reloader<'_> {
                     tracing::error!(code = "reload_rejected", config = %path.display(), "{e}");
                 }
                 tracing::error!(code = "reload_rejected", config = %path.display(), errors = errors.0.len(), "configuration reload refused: the file has errors; the running configuration stays");
-                return;
+                return false;
             }
         };
         let why = config_mod::restart_needed(&old, &new);
@@ -180,7 +199,7 @@ impl Reloader<'_> {
                 tracing::error!(code = "reload_rejected", config = %path.display(), "{reason}; restart hookwall to apply it");
             }
             tracing::error!(code = "reload_rejected", config = %path.display(), "configuration reload refused; the running configuration stays");
-            return;
+            return false;
         }
         for warning in &new.warnings {
             tracing::warn!(config = %path.display(), "{warning}");
@@ -191,6 +210,7 @@ impl Reloader<'_> {
         let (sources, destinations) = (new.sources.len(), new.destinations.len());
         self.live.replace(Arc::new(new));
         tracing::info!(code = "reloaded", config = %path.display(), sources, destinations, tls_reloaded = self.certs.is_some(), "configuration reloaded");
+        true
     }
 }
 

@@ -23,6 +23,11 @@ const REQUESTS: Family = Family {
     kind: "counter",
     help: "Webhook deliveries answered, by source, provider and status code (SPEC 3).",
 };
+const EVENTS: Family = Family {
+    name: "hookwall_ingress_events_total",
+    kind: "counter",
+    help: "Authentic, well-formed events received (before the ledger decides accepted or duplicate), by source and event type; types outside the source's allow-list at start-up count as _other (R26).",
+};
 const ACK_LATENCY: Family = Family {
     name: "hookwall_ingress_ack_latency_seconds",
     kind: "summary",
@@ -60,10 +65,21 @@ const INBOX_PENDING: Family = Family {
 };
 const DLQ_DEPTH: Family =
     Family { name: "hookwall_dlq_depth", kind: "gauge", help: "Dead-lettered events, by source." };
+const RELOADS: Family = Family {
+    name: "hookwall_config_reloads_total",
+    kind: "counter",
+    help: "Configuration reloads (SIGHUP), by outcome: applied or rejected.",
+};
+const RELOAD_OK: Family = Family {
+    name: "hookwall_config_last_reload_successful",
+    kind: "gauge",
+    help: "1 unless the last reload was rejected (then the file on disk is not what runs).",
+};
 
 /// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
-pub const METRIC_NAMES: [&str; 9] = [
+pub const METRIC_NAMES: [&str; 12] = [
     REQUESTS.name,
+    EVENTS.name,
     ACK_LATENCY.name,
     CONNECTIONS.name,
     COMMIT.name,
@@ -72,6 +88,8 @@ pub const METRIC_NAMES: [&str; 9] = [
     DELIVERY_LATENCY.name,
     INBOX_PENDING.name,
     DLQ_DEPTH.name,
+    RELOADS.name,
+    RELOAD_OK.name,
 ];
 
 /// Quantiles reported by every summary (SPEC §7).
@@ -86,6 +104,7 @@ const UNKNOWN: &str = "_unknown";
 pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     let mut out = Out(String::with_capacity(16 * 1024));
     requests(&mut out, config, metrics);
+    events(&mut out, config, metrics);
     ack_latency(&mut out, config, metrics);
     out.family(&CONNECTIONS);
     let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
@@ -93,7 +112,37 @@ pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     ledger(&mut out, metrics);
     dispatch(&mut out, config, metrics);
     gauges(&mut out, config, metrics);
+    reloads(&mut out, metrics);
     out.0
+}
+
+fn events(out: &mut Out, config: &Config, metrics: &Metrics) {
+    out.family(&EVENTS);
+    for (i, source) in config.sources.iter().enumerate() {
+        let Some((first, rest)) = metrics.cores.split_first() else { return };
+        let mut totals = first.events.by_type(i);
+        for core in rest {
+            for (total, (_, n)) in totals.iter_mut().zip(core.events.by_type(i)) {
+                total.1 += n;
+            }
+        }
+        for (event_type, total) in totals {
+            let labels = [("source", source.id.as_str()), ("event_type", event_type)];
+            out.sample(EVENTS.name, &labels, &total.to_string());
+        }
+    }
+}
+
+fn reloads(out: &mut Out, metrics: &Metrics) {
+    let r = &metrics.reloads;
+    out.family(&RELOADS);
+    for (outcome, counter) in [("applied", &r.applied), ("rejected", &r.rejected)] {
+        let value = counter.load(relaxed()).to_string();
+        out.sample(RELOADS.name, &[("outcome", outcome)], &value);
+    }
+    out.family(&RELOAD_OK);
+    let ok = if r.last_rejected.load(relaxed()) { "0" } else { "1" };
+    out.sample(RELOAD_OK.name, &[], ok);
 }
 
 fn relaxed() -> std::sync::atomic::Ordering {

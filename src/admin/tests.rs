@@ -51,7 +51,12 @@ fn metrics() -> Metrics {
     cores[1].record_ack_us(0, 2500);
     cores[0].connections_open.store(3, Ordering::Relaxed);
     cores[1].connections_open.store(4, Ordering::Relaxed);
-    let m = Metrics { cores, ledger: LedgerStats::new(2), dispatch: DispatchStats::new(2) };
+    let m = Metrics {
+        reloads: Default::default(),
+        cores,
+        ledger: LedgerStats::new(2),
+        dispatch: DispatchStats::new(2),
+    };
     m.ledger.commit_us.lock().expect("test lock").saturating_record(800);
     m.ledger.batch_events.lock().expect("test lock").saturating_record(12);
     m.ledger.inbox_pending[1].store(5, Ordering::Relaxed);

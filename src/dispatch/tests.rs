@@ -217,6 +217,7 @@ fn config(url: &str, attempts_max: u32, concurrency_max: usize) -> Arc<Config> {
 
 fn metrics() -> Arc<Metrics> {
     Arc::new(Metrics {
+        reloads: Default::default(),
         cores: vec![Arc::new(CoreStats::new(1))],
         ledger: LedgerStats::new(1),
         dispatch: DispatchStats::new(1),

@@ -360,6 +360,7 @@ impl Conn {
                 self.answer(ctx, Some(source), answer, None, keep_alive, Some(read_at));
             }
             Handled::Admit(admission) => {
+                ctx.stats.events.count(source, admission.event_type.as_deref());
                 let event_id = pipeline::event_id_of(&admission.key).to_owned();
                 match ctx.ledger.admit(admission) {
                     Ok(()) => {

@@ -14,6 +14,7 @@ const SOURCES: [&str; 2] = ["src-a", "src-b"];
 
 fn metrics() -> Arc<Metrics> {
     Arc::new(Metrics {
+        reloads: Default::default(),
         cores: Vec::new(),
         ledger: LedgerStats::new(SOURCES.len()),
         dispatch: DispatchStats::new(1),

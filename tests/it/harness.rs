@@ -51,6 +51,8 @@ pub struct Source {
     pub provider: Provider,
     /// `(key id, secret value)` in config order.
     pub secrets: Vec<(&'static str, &'static str)>,
+    /// `event_types` allow-list; empty = none.
+    pub event_types: Vec<&'static str>,
 }
 
 impl Source {
@@ -67,6 +69,7 @@ pub fn stripe_a() -> Source {
         tenant: "acme",
         provider: Provider::Stripe,
         secrets: vec![("k1", sign::STRIPE_SECRET)],
+        event_types: Vec::new(),
     }
 }
 
@@ -77,6 +80,7 @@ pub fn stripe_rot() -> Source {
         tenant: "acme",
         provider: Provider::Stripe,
         secrets: vec![("k-old", sign::STRIPE_OLD_SECRET), ("k-new", sign::STRIPE_NEW_SECRET)],
+        event_types: Vec::new(),
     }
 }
 
@@ -87,6 +91,7 @@ pub fn github_a() -> Source {
         tenant: "acme",
         provider: Provider::Github,
         secrets: vec![("k1", sign::GITHUB_SECRET)],
+        event_types: Vec::new(),
     }
 }
 
@@ -97,6 +102,7 @@ pub fn standard_a() -> Source {
         tenant: "globex",
         provider: Provider::Standard,
         secrets: vec![("k1", sign::STANDARD_SECRET)],
+        event_types: Vec::new(),
     }
 }
 
@@ -185,6 +191,10 @@ impl Setup {
                 .map(|(id, value)| format!("{{ id = {}, value = {} }}", quote(id), quote(value)))
                 .collect();
             let _ = writeln!(t, "secrets = [{}]", secrets.join(", "));
+            if !s.event_types.is_empty() {
+                let types: Vec<String> = s.event_types.iter().map(|t| quote(t)).collect();
+                let _ = writeln!(t, "event_types = [{}]", types.join(", "));
+            }
             let _ = writeln!(t, "destination = \"sink\"\n");
         }
         let _ = writeln!(t, "[[destination]]");

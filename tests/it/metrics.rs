@@ -118,4 +118,34 @@ fn metrics_count_traffic_and_health_endpoints_answer() {
     );
     assert_eq!(f.hw.admin_get("/healthz").status, 200, "/healthz");
     assert_eq!(f.hw.admin_get("/readyz").status, 200, "/readyz");
+    let events = sample(
+        &text,
+        "hookwall_ingress_events_total",
+        &[("source", "stripe-a"), ("event_type", "_other")],
+    );
+    assert_eq!(events, Some(4.0), "3 accepted + 1 duplicate, no allow-list; metrics:\n{text}");
+}
+
+/// R26: events are counted by type when the source has an allow-list (the label values come
+/// from the config, never from the request): listed types by name, others as `_other`.
+#[test]
+fn events_are_counted_by_allow_listed_type() {
+    let f = Fixture::with(Io::Auto, Script::always(200), |setup| {
+        let stripe = setup.sources.iter_mut().find(|s| s.id == "stripe-a").expect("stripe-a");
+        stripe.event_types = vec!["charge.succeeded", "invoice.paid"];
+    });
+    let s = stripe_a();
+    for _ in 0..2 {
+        let id = sign::unique_id("evt_typed");
+        let body = sign::body(Provider::Stripe, &id, "typed");
+        assert_eq!(f.hw.deliver(&s, &id, &body).code(), "accepted");
+    }
+    let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+    let count = |t: &str| {
+        let labels = [("source", "stripe-a"), ("event_type", t)];
+        sample(&text, "hookwall_ingress_events_total", &labels)
+    };
+    assert_eq!(count("invoice.paid"), Some(2.0), "metrics:\n{text}");
+    assert_eq!(count("charge.succeeded"), Some(0.0), "metrics:\n{text}");
+    assert_eq!(count("_other"), Some(0.0), "metrics:\n{text}");
 }

@@ -54,6 +54,20 @@ fn bad_file_is_refused_and_the_running_config_stays() {
     assert!(log.contains("reload_rejected"), "the reason code is logged:\n{log}");
     assert_eq!(deliver_signed(&f, sign::STRIPE_SECRET), (200, "accepted".to_owned()));
     assert_eq!(deliver_signed(&f, sign::STRIPE_NEW_SECRET), (401, "signature_invalid".to_owned()));
+    let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+    let reloads = |outcome: &str| {
+        crate::metrics::sample(&text, "hookwall_config_reloads_total", &[("outcome", outcome)])
+    };
+    assert_eq!(reloads("rejected"), Some(1.0), "metrics:\n{text}");
+    assert_eq!(reloads("applied"), Some(0.0), "metrics:\n{text}");
+    let ok = crate::metrics::sample(&text, "hookwall_config_last_reload_successful", &[]);
+    assert_eq!(ok, Some(0.0), "the refused reload shows; metrics:\n{text}");
+
+    let good = f.hw.setup.clone();
+    assert!(f.hw.reload(&good), "the fixed file is applied:\n{}", f.hw.stderr());
+    let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+    let ok = crate::metrics::sample(&text, "hookwall_config_last_reload_successful", &[]);
+    assert_eq!(ok, Some(1.0), "metrics:\n{text}");
 }
 
 /// Issue 7: changes only a restart can make — here a new source and a different core count —
