@@ -61,16 +61,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     )
     .map_err(|e| ledger_open_error(&config, &e))?;
 
+    let live = Arc::new(Live::new(Arc::clone(&config)));
     let health = ledger.clone();
     let admin_state = Arc::new(AdminState {
-        config: Arc::clone(&config),
+        config: Arc::clone(&live),
         metrics: Arc::clone(&metrics),
         ledger_healthy: Box::new(move || health.healthy()),
         listeners_bound: AtomicBool::new(false),
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
     let inbox: Arc<dyn ledger::Inbox> = Arc::new(ledger.clone());
-    let live = Arc::new(Live::new(Arc::clone(&config)));
     let certs =
         config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
     let tls_config = match &certs {

@@ -28,6 +28,11 @@ const EVENTS: Family = Family {
     kind: "counter",
     help: "Authentic, well-formed events received (before the ledger decides accepted or duplicate), by source and event type; types outside the source's allow-list at start-up count as _other (R26).",
 };
+const ACK_DEADLINE: Family = Family {
+    name: "hookwall_ingress_ack_deadline_seconds",
+    kind: "gauge",
+    help: "The source's acknowledgment deadline (ack_deadline; default from the provider table), seconds: compare the ack latency with it.",
+};
 const ACK_LATENCY: Family = Family {
     name: "hookwall_ingress_ack_latency_seconds",
     kind: "summary",
@@ -77,10 +82,11 @@ const RELOAD_OK: Family = Family {
 };
 
 /// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
-pub const METRIC_NAMES: [&str; 12] = [
+pub const METRIC_NAMES: [&str; 13] = [
     REQUESTS.name,
     EVENTS.name,
     ACK_LATENCY.name,
+    ACK_DEADLINE.name,
     CONNECTIONS.name,
     COMMIT.name,
     BATCH.name,
@@ -106,6 +112,7 @@ pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     requests(&mut out, config, metrics);
     events(&mut out, config, metrics);
     ack_latency(&mut out, config, metrics);
+    ack_deadline(&mut out, config);
     out.family(&CONNECTIONS);
     let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
     out.sample(CONNECTIONS.name, &[], &open.to_string());
@@ -159,6 +166,14 @@ fn requests(out: &mut Out, config: &Config, metrics: &Metrics) {
             let labels = [("source", source), ("provider", provider), ("status", answer.code())];
             out.sample(REQUESTS.name, &labels, &total.to_string());
         }
+    }
+}
+
+fn ack_deadline(out: &mut Out, config: &Config) {
+    out.family(&ACK_DEADLINE);
+    for source in &config.sources {
+        let seconds = float(source.ack_deadline.as_secs_f64());
+        out.sample(ACK_DEADLINE.name, &[("source", &source.id)], &seconds);
     }
 }
 

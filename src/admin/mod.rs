@@ -21,7 +21,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 pub use exposition::{render_metrics, METRIC_NAMES};
 
-use crate::config::Config;
+use crate::config::Live;
 use crate::metrics::Metrics;
 
 /// Admin connections served at once; further accepts wait for a free slot. Generous, so idle
@@ -34,8 +34,9 @@ const ADMIN_ACCEPT_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the admin listener reads to answer.
 pub struct AdminState {
-    /// The validated configuration (source and destination ids label the metrics).
-    pub config: Arc<Config>,
+    /// The configuration in force (source and destination ids label the metrics; reloads
+    /// change settings such as `ack_deadline`, never the ids).
+    pub config: Arc<Live>,
     /// Every counter and histogram, read at scrape time.
     pub metrics: Arc<Metrics>,
     /// Whether the ledger can durably write right now (for `/readyz`); must not block.
@@ -167,7 +168,7 @@ fn readiness(state: &AdminState) -> Response<Full<Bytes>> {
 }
 
 fn metrics(state: &AdminState) -> Response<Full<Bytes>> {
-    let text = render_metrics(&state.config, &state.metrics);
+    let text = render_metrics(&state.config.get(), &state.metrics);
     respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::answer::Answer;
-use crate::config::Config;
+use crate::config::{Config, Live};
 use crate::metrics::{AttemptOutcome, CoreStats, DispatchStats, LedgerStats, Metrics};
 
 /// Two sources (stripe → billing-api, github → ci), loaded through the real config loader.
@@ -159,7 +159,7 @@ fn server(ledger_ok: bool) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = Arc::new(AdminState {
-        config: Arc::new(config()),
+        config: Arc::new(Live::new(Arc::new(config()))),
         metrics: Arc::new(metrics()),
         ledger_healthy: Box::new(move || ledger_ok),
         listeners_bound: AtomicBool::new(false),

@@ -43,6 +43,7 @@ mod ingress;
 mod lifecycle;
 mod logs;
 mod metrics;
+mod observability;
 mod reload;
 mod sign;
 mod sink;

@@ -124,6 +124,9 @@ fn metrics_count_traffic_and_health_endpoints_answer() {
         &[("source", "stripe-a"), ("event_type", "_other")],
     );
     assert_eq!(events, Some(4.0), "3 accepted + 1 duplicate, no allow-list; metrics:\n{text}");
+    let deadline =
+        sample(&text, "hookwall_ingress_ack_deadline_seconds", &[("source", "stripe-a")]);
+    assert_eq!(deadline, Some(10.0), "Stripe's default ack deadline; metrics:\n{text}");
 }
 
 /// R26: events are counted by type when the source has an allow-list (the label values come
