@@ -57,8 +57,8 @@ pub struct ServeArgs {
     /// The config file.
     #[command(flatten)]
     pub config: ConfigArg,
-    /// Log line format on stderr: `text` (human) or `json` (one object per line, for log
-    /// shippers). Level and filter come from `HOOKWALL_LOG` (tracing filter syntax).
+    /// Log line format on stderr: `text` (human), `json` (one object per line) or `logfmt`
+    /// (`key=value` pairs), the last two for log shippers. Level and filter come from `HOOKWALL_LOG` (tracing filter syntax).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
@@ -70,6 +70,8 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+    /// One logfmt line per event: `ts=… level=info target=… code=reloaded …`.
+    Logfmt,
 }
 
 /// `-c FILE`.
@@ -176,6 +178,10 @@ fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
+        LogFormat::Logfmt => builder
+            .event_format(tracing_logfmt::EventsFormatter::default())
+            .fmt_fields(tracing_logfmt::FieldsFormatter::default())
+            .try_init(),
         // Colour only on a terminal: journald and log files get plain text.
         LogFormat::Text => {
             builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()

@@ -1,6 +1,7 @@
-//! R28 and checklist item 16: a full run at debug level, in JSON log format, never writes a
-//! secret, a signature or a payload to the log — whatever the request's fate (accepted,
-//! duplicate, conflict, bad signature, stale, schema reject, forwarded).
+//! R28 and checklist item 16: a full run at debug level, in the JSON and the logfmt log
+//! formats, never writes a secret, a signature or a payload to the log — whatever the request's
+//! fate (accepted, duplicate, conflict, bad signature, stale, schema reject, forwarded) — and
+//! every line is well-formed in the chosen format.
 
 use crate::harness::{github_a, standard_a, stripe_a, Fixture, Io, Source};
 use crate::sign::{self, Provider};
@@ -12,10 +13,70 @@ fn marked(provider: Provider, id: &str, marker: &str) -> Vec<u8> {
 }
 
 #[test]
-fn a_debug_run_logs_no_secret_signature_or_payload() {
+fn a_debug_run_logs_no_secret_signature_or_payload_json() {
+    let log = debug_run("json");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "--log-format json writes one JSON object per line: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_debug_run_logs_no_secret_signature_or_payload_logfmt() {
+    let log = debug_run("logfmt");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            line.starts_with("ts=") && line.contains(" level=") && logfmt_pairs(line),
+            "--log-format logfmt writes key=value lines: {line}"
+        );
+    }
+}
+
+/// Whether `line` is a sequence of `key=value` pairs, values bare or double-quoted (with
+/// backslash escapes), separated by single spaces.
+fn logfmt_pairs(line: &str) -> bool {
+    let mut rest = line;
+    while !rest.is_empty() {
+        let Some(eq) = rest.find('=') else { return false };
+        let key = &rest[..eq];
+        if key.is_empty() || key.contains(' ') || key.contains('"') {
+            return false;
+        }
+        rest = &rest[eq + 1..];
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let mut escaped = false;
+            let Some(end) = quoted.char_indices().find_map(|(i, c)| {
+                let closes = c == '"' && !escaped;
+                escaped = c == '\\' && !escaped;
+                closes.then_some(i)
+            }) else {
+                return false;
+            };
+            rest = &quoted[end + 1..];
+        } else {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            if rest[..end].contains('"') {
+                return false;
+            }
+            rest = &rest[end..];
+        }
+        match rest.strip_prefix(' ') {
+            Some(next) => rest = next,
+            None if rest.is_empty() => {}
+            None => return false,
+        }
+    }
+    true
+}
+
+/// A full debug-level run in `format` with every kind of outcome; returns its log after
+/// checking that no secret, signature or payload marker is in it.
+fn debug_run(format: &str) -> String {
     let f = Fixture::with(Io::Auto, Script::always(200), |s| {
         s.env.push(("HOOKWALL_LOG".to_owned(), "debug".to_owned()));
-        s.serve_args = vec!["--log-format".to_owned(), "json".to_owned()];
+        s.serve_args = vec!["--log-format".to_owned(), format.to_owned()];
     });
     let sources: Vec<(Source, Provider)> = vec![
         (stripe_a(), Provider::Stripe),
@@ -66,13 +127,8 @@ fn a_debug_run_logs_no_secret_signature_or_payload() {
     assert!(forbidden.len() >= 13, "secrets, signatures and markers were collected");
     let log = f.hw.stderr();
     assert!(log.lines().count() > 10, "a debug run logs something:\n{log}");
-    for line in log.lines().filter(|l| !l.trim().is_empty()) {
-        assert!(
-            serde_json::from_str::<serde_json::Value>(line).is_ok(),
-            "--log-format json writes one JSON object per line: {line}"
-        );
-    }
     for needle in &forbidden {
         assert!(!log.contains(needle.as_str()), "the log contains {needle:?}");
     }
+    log
 }
