@@ -163,6 +163,37 @@ on_both_io! {
     }
 }
 
+/// A TLS 1.1 ClientHello (no `supported_versions` extension, two TLS 1.0-era RSA suites).
+fn tls11_client_hello() -> Vec<u8> {
+    let mut hello = vec![0x03, 0x02]; // client_version TLS 1.1
+    hello.extend_from_slice(&[0x5a; 32]); // random
+    hello.push(0); // session id: none
+    hello.extend_from_slice(&[0x00, 0x04, 0x00, 0x2f, 0x00, 0x35]); // two cipher suites
+    hello.extend_from_slice(&[0x01, 0x00]); // compression: null
+    let len = u32::try_from(hello.len()).expect("small").to_be_bytes();
+    let mut handshake = vec![0x01, len[1], len[2], len[3]];
+    handshake.extend_from_slice(&hello);
+    let len = u16::try_from(handshake.len()).expect("small").to_be_bytes();
+    let mut record = vec![0x16, 0x03, 0x01, len[0], len[1]];
+    record.extend_from_slice(&handshake);
+    record
+}
+
+on_both_io! {
+    /// Issue 7: TLS 1.2 is the floor. A TLS 1.1 ClientHello gets an alert record, no
+    /// ServerHello, and the connection is closed.
+    fn tls_below_12_is_refused(io: Io) {
+        let (_dir, _sink, hw, _root) = start(io);
+        let mut tcp = TcpStream::connect(hw.ingress).expect("connect");
+        tcp.set_read_timeout(Some(client::READ_TIMEOUT)).expect("timeout");
+        tcp.write_all(&tls11_client_hello()).expect("write");
+        let mut got = Vec::new();
+        let _ = tcp.read_to_end(&mut got); // until the server closes
+        assert_eq!(got.first(), Some(&0x15), "an alert record comes back: {got:02x?}");
+        assert!(!got.contains(&0x16), "no handshake record (ServerHello): {got:02x?}");
+    }
+}
+
 on_both_io! {
     /// Issue 7: a renewed certificate is served to new connections after SIGHUP, without a
     /// restart and without dropping a connection opened before the reload.
