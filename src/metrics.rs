@@ -88,6 +88,8 @@ pub struct CoreStats {
     ack_latency_us: Box<[Mutex<Histogram<u64>>]>,
     /// Open connections on this core.
     pub connections_open: AtomicI64,
+    /// Connections refused at a connection limit, by [`crate::ingress::gate::Refusal`].
+    pub connections_refused: [AtomicU64; 2],
 }
 
 impl CoreStats {
@@ -107,6 +109,7 @@ impl CoreStats {
             requests: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             ack_latency_us: (0..sources).map(|_| Mutex::new(latency_histogram())).collect(),
             connections_open: AtomicI64::new(0),
+            connections_refused: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 

@@ -12,7 +12,7 @@ use anyhow::{bail, Context as _};
 
 use crate::admin::{self, AdminState};
 use crate::config::{self as config_mod, Config, Live};
-use crate::ingress::{self, conn::CoreCtx, Backend};
+use crate::ingress::{self, conn::CoreCtx, gate::Gate, Backend};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::metrics::{CoreStats, DispatchStats, LedgerStats, Metrics};
 use crate::tls::{self, CertStore};
@@ -83,15 +83,22 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);
     let connections_max = ingress::connections_per_core(cores);
+    let total_max = match config.server.connections_max {
+        0 => connections_max.saturating_mul(cores),
+        n => n,
+    };
+    let per_ip_max = config.server.connections_per_ip_max;
+    let gate = Arc::new(Gate::new(total_max, per_ip_max));
     for (core, listener) in listeners.into_iter().enumerate() {
         let stats = Arc::clone(&metrics.cores[core]);
         let ctx = CoreCtx::new(Arc::clone(&live), ledger.clone(), stats, connections_max)
-            .with_tls(tls_config.clone());
+            .with_tls(tls_config.clone())
+            .with_gate(Arc::clone(&gate));
         threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop))?);
     }
     admin_state.listeners_bound.store(true, Ordering::Release);
     let tls_on = certs.is_some();
-    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, "hookwall ready");
+    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, connections_total_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
     let reloader = Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics };

@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 
 use crate::answer::Answer;
 use crate::config::Config;
+use crate::ingress::gate::Refusal;
 use crate::metrics::{latency_histogram, AttemptOutcome, Metrics};
 
 /// One metric family of the closed list.
@@ -42,6 +43,11 @@ const CONNECTIONS: Family = Family {
     name: "hookwall_ingress_connections_open",
     kind: "gauge",
     help: "Open ingress connections over all cores.",
+};
+const REFUSED: Family = Family {
+    name: "hookwall_ingress_connections_refused_total",
+    kind: "counter",
+    help: "Connections answered 503 overloaded at a connection limit, by the limit: connections_max or connections_per_ip_max.",
 };
 const COMMIT: Family = Family {
     name: "hookwall_ledger_commit_seconds",
@@ -82,12 +88,13 @@ const RELOAD_OK: Family = Family {
 };
 
 /// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
-pub const METRIC_NAMES: [&str; 13] = [
+pub const METRIC_NAMES: [&str; 14] = [
     REQUESTS.name,
     EVENTS.name,
     ACK_LATENCY.name,
     ACK_DEADLINE.name,
     CONNECTIONS.name,
+    REFUSED.name,
     COMMIT.name,
     BATCH.name,
     ATTEMPTS.name,
@@ -116,6 +123,12 @@ pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     out.family(&CONNECTIONS);
     let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
     out.sample(CONNECTIONS.name, &[], &open.to_string());
+    out.family(&REFUSED);
+    for (i, reason) in Refusal::ALL.iter().enumerate() {
+        let total: u64 =
+            metrics.cores.iter().map(|c| c.connections_refused[i].load(relaxed())).sum();
+        out.sample(REFUSED.name, &[("reason", reason.code())], &total.to_string());
+    }
     ledger(&mut out, metrics);
     dispatch(&mut out, config, metrics);
     gauges(&mut out, config, metrics);

@@ -67,6 +67,8 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     differs("server.header_bytes_max", a.header_bytes_max != b.header_bytes_max);
     differs("server.read_timeout", a.read_timeout != b.read_timeout);
     differs("server.trusted_proxies", a.trusted_proxies != b.trusted_proxies);
+    differs("server.connections_max", a.connections_max != b.connections_max);
+    differs("server.connections_per_ip_max", a.connections_per_ip_max != b.connections_per_ip_max);
     differs("server.tls (switched on or off)", a.tls.is_some() != b.tls.is_some());
     let (a, b) = (&old.ledger, &new.ledger);
     differs("ledger.path", a.path != b.path);

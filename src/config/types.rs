@@ -58,6 +58,12 @@ pub struct ServerConfig {
     pub read_timeout: Duration,
     /// CIDRs allowed to set `X-Forwarded-Proto`/`X-Forwarded-Host`, as written.
     pub trusted_proxies: Vec<String>,
+    /// Most open ingress connections over all cores; further ones are answered `503
+    /// overloaded` and closed. 0 = as many as the descriptor limit allows (logged at start).
+    pub connections_max: usize,
+    /// Most open ingress connections from one client address; 0 = no per-address limit (the
+    /// default: behind a load balancer every connection comes from its address).
+    pub connections_per_ip_max: usize,
     /// `[server.tls]`: terminate TLS on the ingress listener; `None` = plain HTTP.
     pub tls: Option<TlsConfig>,
 }

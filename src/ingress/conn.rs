@@ -14,6 +14,7 @@ use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::gate::{Gate, Refusal};
 use crate::answer::Answer;
 use crate::clock;
 use crate::config::Live;
@@ -65,6 +66,8 @@ pub struct CoreCtx {
     pub connections_max: usize,
     /// `[server.tls]`: every accepted connection speaks TLS with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The connection limits shared by every core.
+    pub gate: Arc<Gate>,
 }
 
 impl CoreCtx {
@@ -85,7 +88,18 @@ impl CoreCtx {
         };
         let read_timeout = server.read_timeout;
         let pipeline = RefCell::new((generation, pipeline));
-        CoreCtx { live, pipeline, ledger, stats, limits, read_timeout, connections_max, tls: None }
+        let gate = Arc::new(Gate::new(usize::MAX, 0));
+        CoreCtx {
+            live,
+            pipeline,
+            ledger,
+            stats,
+            limits,
+            read_timeout,
+            connections_max,
+            tls: None,
+            gate,
+        }
     }
 
     /// The pipeline of the configuration in force: this core's own copy, rebuilt only when a
@@ -98,6 +112,19 @@ impl CoreCtx {
             *cached = (generation, Arc::new(Pipeline::new(self.live.get())));
         }
         Arc::clone(&cached.1)
+    }
+
+    /// The same context sharing the connection limits of `gate`.
+    #[must_use]
+    pub fn with_gate(mut self, gate: Arc<Gate>) -> CoreCtx {
+        self.gate = gate;
+        self
+    }
+
+    /// Counts a connection refused at a limit.
+    pub fn count_refused(&self, reason: Refusal) {
+        let i = Refusal::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+        self.stats.connections_refused[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The same context terminating TLS with `tls` (see [`crate::tls::server_config`]).
@@ -143,6 +170,9 @@ pub struct Conn {
     tls: Option<Box<rustls::ServerConnection>>,
     /// `close_notify` has been queued (once, when the connection is closing).
     close_notify_sent: bool,
+    /// Over a connection limit: every request is answered with this (and the connection
+    /// closed) once it has been read, so the sender sees the refusal.
+    refusing: Option<Answer>,
 }
 
 impl Conn {
@@ -174,7 +204,14 @@ impl Conn {
             draining: false,
             tls,
             close_notify_sent: false,
+            refusing: None,
         }
+    }
+
+    /// The connection is over a limit ([`super::gate`]): its first request is read and answered
+    /// `answer` with `Connection: close`, without being verified or admitted.
+    pub fn refuse(&mut self, answer: Answer) {
+        self.refusing = Some(answer);
     }
 
     /// The server is stopping: the request in progress (if any) is still read and answered,
@@ -314,6 +351,18 @@ impl Conn {
 
     fn on_head(&mut self, ctx: &CoreCtx, head: &http::Head) {
         let pipeline = ctx.pipeline();
+        if let Some(answer) = self.refusing {
+            match pipeline.routes.lookup(head.path()) {
+                // Read the request (so that closing does not reset the connection and lose the
+                // answer), then refuse it in `on_request`.
+                Some(source) if !head.expect_continue => {
+                    self.phase = Phase::Reading { source: Some(source) };
+                }
+                // The client waits before sending its body, or nothing routes: answer now.
+                source => self.answer(ctx, source, answer, None, false, None),
+            }
+            return;
+        }
         match pipeline.routes.route(head) {
             Ok(source) => {
                 self.phase = Phase::Reading { source: Some(source) };
@@ -347,6 +396,10 @@ impl Conn {
         make_reply: &mut dyn FnMut() -> Reply,
     ) {
         let read_at = clock::monotonic();
+        if let Some(answer) = self.refusing {
+            self.answer(ctx, Some(source), answer, None, false, Some(read_at));
+            return;
+        }
         let keep_alive = req.keep_alive;
         let pipeline = ctx.pipeline();
         let config = &pipeline.config.sources[source];

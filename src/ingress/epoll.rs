@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 
 use super::conn::{Conn, CoreCtx, Received, Step};
 use super::uring::AcceptErrors;
+use crate::answer::Answer;
 use crate::clock;
 use crate::ledger::{Decision, Reply};
 use crate::limits::RECV_BUFFER_BYTES;
@@ -40,8 +41,8 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
             let accepted = tokio::time::timeout(TICK, listener.accept()).await;
             let Ok(accepted) = accepted else { continue };
             match accepted {
-                Ok((stream, _peer)) if open.get() < ctx.connections_max => {
-                    spawn_connection(&ctx, &open, &stopping, stream);
+                Ok((stream, peer)) if open.get() < ctx.connections_max => {
+                    spawn_connection(&ctx, &open, &stopping, stream, Some(peer.ip()));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -55,10 +56,10 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         // Connections already in the backlog were made before the stop: serve them too
         // (closing the listener would reset them, and they may carry a request).
         stopping.set(true);
-        while let Ok(Ok((stream, _))) =
+        while let Ok(Ok((stream, peer))) =
             tokio::time::timeout(Duration::ZERO, listener.accept()).await
         {
-            spawn_connection(&ctx, &open, &stopping, stream);
+            spawn_connection(&ctx, &open, &stopping, stream, Some(peer.ip()));
         }
         drop(listener);
         // Drain: requests in progress are answered (with `Connection: close`), idle
@@ -77,21 +78,36 @@ fn spawn_connection(
     open: &Rc<Cell<usize>>,
     stopping: &Rc<Cell<bool>>,
     stream: TcpStream,
+    peer: Option<std::net::IpAddr>,
 ) {
     let _ = stream.set_nodelay(true);
     let (ctx, open, stopping) = (Rc::clone(ctx), Rc::clone(open), Rc::clone(stopping));
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
     tokio::task::spawn_local(async move {
-        serve(&ctx, stream, &stopping).await;
+        let ticket = match ctx.gate.enter(peer) {
+            Ok(ticket) => Some(ticket),
+            Err(reason) => {
+                ctx.count_refused(reason);
+                None
+            }
+        };
+        serve(&ctx, stream, &stopping, ticket.is_none()).await;
+        if let Some(ticket) = ticket {
+            ctx.gate.leave(ticket);
+        }
         open.set(open.get() - 1);
         ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
     });
 }
 
 /// Serves one connection until it closes.
-async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>) {
+/// A connection over a limit (`refused`) has its first request answered `503 overloaded`.
+async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>, refused: bool) {
     let mut conn = Conn::new(ctx, clock::monotonic());
+    if refused {
+        conn.refuse(Answer::Overloaded);
+    }
     let mut buf = vec![0u8; RECV_BUFFER_BYTES];
     let mut wire = Vec::new();
     loop {

@@ -5,6 +5,7 @@
 
 pub mod conn;
 pub mod epoll;
+pub mod gate;
 pub mod uring;
 
 use std::io;

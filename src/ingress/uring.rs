@@ -16,6 +16,8 @@ use io_uring::types::{BufRingEntry, Fd, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
 use super::conn::{Conn, CoreCtx, Received, Step};
+use super::gate::Ticket;
+use crate::answer::Answer;
 use crate::clock;
 use crate::ledger::{Decision, Reply};
 use crate::limits::{RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES};
@@ -213,6 +215,8 @@ struct Slot {
     close_after_flush: bool,
     /// `shutdown(2)` done; waiting for the receive and send to complete before `close(2)`.
     closing: bool,
+    /// The place this connection holds inside the connection limits (`None`: refused).
+    ticket: Option<Ticket>,
 }
 
 struct Core {
@@ -475,6 +479,15 @@ impl Core {
         set_nodelay(fd);
         self.generation = self.generation.wrapping_add(1);
         let mut conn = Conn::new(&self.ctx, clock::monotonic());
+        let peer = if self.ctx.gate.tracks_addresses() { peer_ip(fd) } else { None };
+        let ticket = match self.ctx.gate.enter(peer) {
+            Ok(ticket) => Some(ticket),
+            Err(reason) => {
+                self.ctx.count_refused(reason);
+                conn.refuse(Answer::Overloaded);
+                None
+            }
+        };
         if !self.accepting {
             // Accepted by the kernel before the accept was cancelled: made before the stop,
             // so it is served like the others, then closed.
@@ -490,6 +503,7 @@ impl Core {
             send_in_flight: false,
             close_after_flush: false,
             closing: false,
+            ticket,
         };
         let index = match self.free.pop() {
             Some(i) => {
@@ -701,6 +715,9 @@ impl Core {
         tracing::debug!(slot, idle = s.conn.idle(), "connection closed");
         // SAFETY: no operation references the fd any more; closed exactly once.
         unsafe { libc::close(s.fd) };
+        if let Some(ticket) = s.ticket.take() {
+            self.ctx.gate.leave(ticket);
+        }
         self.slots[slot] = None;
         self.free.push(slot);
         self.open -= 1;
@@ -768,4 +785,13 @@ pub(crate) fn set_nodelay(fd: RawFd) {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
+}
+
+/// The client address of connected socket `fd` (for the per-address limit); `None` when the
+/// kernel cannot say (the connection is then only counted in the total).
+fn peer_ip(fd: RawFd) -> Option<std::net::IpAddr> {
+    // SAFETY: `fd` is a connected socket this core owns for the duration of the call.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let addr = socket2::SockRef::from(&borrowed).peer_addr().ok()?;
+    addr.as_socket().map(|a| a.ip())
 }

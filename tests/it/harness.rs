@@ -137,6 +137,8 @@ pub struct Setup {
     pub serve_args: Vec<String>,
     /// TOML written after the `[server]` keys (e.g. a `[server.tls]` table).
     pub server_extra: String,
+    /// `server.read_timeout`.
+    pub read_timeout: &'static str,
 }
 
 impl Setup {
@@ -157,6 +159,7 @@ impl Setup {
             env: Vec::new(),
             serve_args: Vec::new(),
             server_extra: String::new(),
+            read_timeout: "10s",
         }
     }
 
@@ -170,7 +173,7 @@ impl Setup {
         let _ = writeln!(t, "io = {}", quote(self.io.name()));
         let _ = writeln!(t, "body_bytes_max = {}", self.body_bytes_max);
         let _ = writeln!(t, "header_bytes_max = {}", self.header_bytes_max);
-        let _ = writeln!(t, "read_timeout = \"10s\"\n");
+        let _ = writeln!(t, "read_timeout = {}\n", quote(self.read_timeout));
         let _ = writeln!(t, "{}", self.server_extra);
         let _ = writeln!(t, "[ledger]");
         let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));

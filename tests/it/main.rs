@@ -39,6 +39,7 @@ mod diskfull;
 mod dispatch;
 mod durability;
 mod harness;
+mod hostile;
 mod ingress;
 mod lifecycle;
 mod logs;

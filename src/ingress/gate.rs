@@ -1,0 +1,157 @@
+//! Connection admission shared by every ingress core: the total (`server.connections_max`) and
+//! per-client-address (`server.connections_per_ip_max`) limits (issue 5: a flood of
+//! connections from one address, or from everywhere, must not starve the senders that matter).
+//!
+//! A connection over a limit is not dropped silently: it is served by a refusing connection that
+//! reads its request and answers `503 overloaded` with `Retry-After` and `Connection: close`
+//! (webhook providers retry on 503), so the refusal is visible to the sender and in the metrics.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dashmap::DashMap;
+
+/// Why a connection was refused (the metric label of
+/// `hookwall_ingress_connections_refused_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `server.connections_max` open connections over all cores.
+    Total,
+    /// `server.connections_per_ip_max` open connections from this client address.
+    PerIp,
+}
+
+impl Refusal {
+    /// Every reason, label order.
+    pub const ALL: [Refusal; 2] = [Refusal::Total, Refusal::PerIp];
+
+    /// The metric label: `connections_max` or `connections_per_ip_max`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::Total => "connections_max",
+            Refusal::PerIp => "connections_per_ip_max",
+        }
+    }
+}
+
+/// A place held inside the limits; give it back with [`Gate::leave`] when the connection
+/// closes.
+#[derive(Debug)]
+#[must_use = "a ticket must be returned with Gate::leave when the connection closes"]
+pub struct Ticket {
+    ip: Option<IpAddr>,
+}
+
+/// The shared connection counters.
+#[derive(Debug)]
+pub struct Gate {
+    total_max: usize,
+    per_ip_max: usize,
+    open: AtomicUsize,
+    per_ip: DashMap<IpAddr, usize>,
+}
+
+impl Gate {
+    /// Limits of `total_max` open connections over all cores and `per_ip_max` per client
+    /// address (0 = no per-address limit: behind a load balancer every connection comes from
+    /// its address).
+    pub fn new(total_max: usize, per_ip_max: usize) -> Gate {
+        Gate { total_max, per_ip_max, open: AtomicUsize::new(0), per_ip: DashMap::new() }
+    }
+
+    /// Whether the per-address limit is on (then the back ends look up the peer address).
+    pub fn tracks_addresses(&self) -> bool {
+        self.per_ip_max > 0
+    }
+
+    /// Takes a place for a connection from `peer` (`None` when unknown or not tracked).
+    ///
+    /// # Errors
+    /// The limit that is full (the caller counts the refusal).
+    pub fn enter(&self, peer: Option<IpAddr>) -> Result<Ticket, Refusal> {
+        let total = self.open.fetch_add(1, Ordering::AcqRel);
+        if total >= self.total_max {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refusal::Total);
+        }
+        let ip = peer.filter(|_| self.tracks_addresses());
+        if let Some(ip) = ip {
+            // The entry guard is dropped at the end of this block, before any other map call
+            // (DEPS.md: a dashmap guard held across another call on the same shard deadlocks).
+            let admitted = {
+                let mut count = self.per_ip.entry(ip).or_insert(0);
+                if *count >= self.per_ip_max {
+                    false
+                } else {
+                    *count += 1;
+                    true
+                }
+            };
+            if !admitted {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.per_ip.remove_if(&ip, |_, count| *count == 0);
+                return Err(Refusal::PerIp);
+            }
+        }
+        Ok(Ticket { ip })
+    }
+
+    /// Gives back the place `ticket` held.
+    pub fn leave(&self, ticket: Ticket) {
+        if let Some(ip) = ticket.ip {
+            let empty = match self.per_ip.get_mut(&ip) {
+                Some(mut count) => {
+                    *count = count.saturating_sub(1);
+                    *count == 0
+                }
+                None => false,
+            };
+            if empty {
+                self.per_ip.remove_if(&ip, |_, count| *count == 0);
+            }
+        }
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Connections open inside the limits now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, 0, last]))
+    }
+
+    #[test]
+    fn per_address_and_total_limits_refuse_and_recover() {
+        let gate = Gate::new(3, 2);
+        let a1 = gate.enter(ip(1)).expect("first from .1");
+        let a2 = gate.enter(ip(1)).expect("second from .1");
+        assert_eq!(gate.enter(ip(1)).expect_err("refused"), Refusal::PerIp, "third from .1");
+        let b1 = gate.enter(ip(2)).expect("first from .2");
+        assert_eq!(gate.enter(ip(3)).expect_err("refused"), Refusal::Total, "fourth overall");
+        gate.leave(a1);
+        let a3 = gate.enter(ip(1)).expect(".1 again after one left");
+        for t in [a2, a3, b1] {
+            gate.leave(t);
+        }
+        assert_eq!(gate.open(), 0);
+        assert!(gate.per_ip.is_empty(), "no entry outlives its connections");
+    }
+
+    #[test]
+    fn without_a_per_address_limit_only_the_total_counts() {
+        let gate = Gate::new(2, 0);
+        let t1 = gate.enter(ip(1)).expect("one");
+        let t2 = gate.enter(ip(1)).expect("two");
+        assert_eq!(gate.enter(None).expect_err("refused"), Refusal::Total);
+        assert!(gate.per_ip.is_empty(), "addresses are not tracked");
+        gate.leave(t1);
+        gate.leave(t2);
+    }
+}

@@ -1,0 +1,187 @@
+//! Hostile clients (issue 5, RECEIVER-CHECKLIST): connection limits answer `503 overloaded`
+//! and recover, a thousand slowloris connections neither stop normal senders nor outlive
+//! `read_timeout`, a half-closed client still gets its answer, and a connection storm leaves no
+//! connection or limit place behind.
+
+use std::io::{Read as _, Write as _};
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::client::{self, Conn};
+use crate::harness::{Fixture, Io, FORWARD_TIMEOUT};
+use crate::metrics::{sample, wait_for_sample};
+use crate::sign::{self, Provider};
+use crate::sink::Script;
+
+/// The request bytes of a fresh signed delivery to `stripe-a`.
+fn signed_request(prefix: &str) -> Vec<u8> {
+    let id = sign::unique_id(prefix);
+    let body = sign::body(Provider::Stripe, &id, "hostile");
+    let h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, sign::now_unix_s(), &body);
+    client::request("POST", "/webhooks/stripe-a", &h, &body)
+}
+
+/// Raises this test process's soft descriptor limit to its hard limit (a thousand client
+/// sockets need more than the usual 1024).
+fn raise_nofile() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid struct, on this process only.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit), 0);
+    }
+    limit.rlim_cur
+}
+
+/// Waits until `/metrics` shows `open` ingress connections.
+fn wait_for_open(f: &Fixture, open: f64) {
+    wait_for_sample(&f.hw, "hookwall_ingress_connections_open", &[], open, FORWARD_TIMEOUT);
+}
+
+on_both_io! {
+    /// Issue 5: at `connections_per_ip_max` further connections from the address are read and
+    /// answered 503 `overloaded` with `Retry-After`, then closed; once one closes, the address
+    /// is served again. Counted in `hookwall_ingress_connections_refused_total`.
+    fn per_address_limit_answers_503_then_recovers(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |s| {
+            s.server_extra = "connections_per_ip_max = 4".to_owned();
+        });
+        let mut held: Vec<Conn> = (0..4).map(|_| Conn::connect(f.hw.ingress)).collect();
+        wait_for_open(&f, 4.0);
+        let mut over = Conn::connect(f.hw.ingress);
+        over.send(&signed_request("evt_over_limit"));
+        let r = over.read_response();
+        assert_eq!(r.answer(), (503, "overloaded".to_owned()), "{r}");
+        assert!(r.header("retry-after").is_some(), "Retry-After is set: {r}");
+        assert_eq!(r.header("connection"), Some("close"), "{r}");
+        let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+        let refused = sample(
+            &text,
+            "hookwall_ingress_connections_refused_total",
+            &[("reason", "connections_per_ip_max")],
+        );
+        assert_eq!(refused, Some(1.0), "metrics:\n{text}");
+
+        drop(held.pop());
+        wait_for_open(&f, 3.0);
+        let mut again = Conn::connect(f.hw.ingress);
+        again.send(&signed_request("evt_after_limit"));
+        assert_eq!(again.read_response().answer(), (200, "accepted".to_owned()));
+        for conn in &mut held {
+            conn.send(&signed_request("evt_held"));
+            assert_eq!(conn.read_response().answer(), (200, "accepted".to_owned()));
+        }
+    }
+}
+
+/// Issue 5: `connections_max` caps the total over all cores the same way.
+#[test]
+fn total_limit_answers_503() {
+    let f = Fixture::with(Io::Auto, Script::always(200), |s| {
+        s.server_extra = "connections_max = 3".to_owned();
+    });
+    let _held: Vec<Conn> = (0..3).map(|_| Conn::connect(f.hw.ingress)).collect();
+    wait_for_open(&f, 3.0);
+    let mut over = Conn::connect(f.hw.ingress);
+    over.send(&signed_request("evt_total_limit"));
+    assert_eq!(over.read_response().answer(), (503, "overloaded".to_owned()));
+    let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+    let labels = [("reason", "connections_max")];
+    assert_eq!(sample(&text, "hookwall_ingress_connections_refused_total", &labels), Some(1.0));
+}
+
+on_both_io! {
+    /// Issue 5: 1 000 slowloris connections (a request head that never ends) while normal
+    /// senders deliver: every normal delivery is accepted, and every slowloris connection is
+    /// answered 408 or closed within `read_timeout` (plus the 200 ms tick and scheduling slack).
+    fn slowloris_does_not_stop_senders_and_is_cut_at_read_timeout(io: Io) {
+        let limit = raise_nofile();
+        assert!(limit >= 2_200, "the hard descriptor limit {limit} allows 1 000 client sockets");
+        let f = Fixture::with(io, Script::always(200), |s| s.read_timeout = "2s");
+        let started = Instant::now();
+        let mut slow: Vec<TcpStream> = (0..1000)
+            .map(|_| {
+                let mut s = TcpStream::connect(f.hw.ingress).expect("slowloris connect");
+                s.write_all(b"POST /webhooks/stripe-a HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                    .expect("slowloris head");
+                s
+            })
+            .collect();
+        for n in 0..50 {
+            let mut conn = Conn::connect(f.hw.ingress);
+            conn.send(&signed_request("evt_beside_slowloris"));
+            let r = conn.read_response();
+            assert_eq!(r.answer(), (200, "accepted".to_owned()), "normal sender {n}: {r}");
+        }
+        let bound = Duration::from_secs(2) + Duration::from_secs(8);
+        for (n, s) in slow.iter_mut().enumerate() {
+            s.set_read_timeout(Some(bound)).expect("timeout");
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got); // 408 then EOF, or a reset
+            let text = String::from_utf8_lossy(&got);
+            assert!(got.is_empty() || text.starts_with("HTTP/1.1 408"), "slowloris {n}: {text}");
+            assert!(started.elapsed() < bound + Duration::from_secs(5), "slowloris {n} cut in time");
+        }
+        wait_for_open(&f, 0.0);
+    }
+}
+
+on_both_io! {
+    /// A client that sends its request and then shuts down its sending side (half-close) still
+    /// gets its answer before the connection closes.
+    fn half_closed_client_gets_its_answer(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let mut s = TcpStream::connect(f.hw.ingress).expect("connect");
+        s.set_read_timeout(Some(client::READ_TIMEOUT)).expect("timeout");
+        s.write_all(&signed_request("evt_half_closed")).expect("request");
+        s.shutdown(Shutdown::Write).expect("half-close");
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).expect("the answer, then EOF");
+        let (r, _) = client::parse_response(&got).expect("parse").expect("a whole response");
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    }
+}
+
+on_both_io! {
+    /// Issue 5: a storm of 3 000 connections from 4 threads that connect and vanish — some
+    /// silent, some mid-head, some mid-body, some reset — under a per-address limit of 8
+    /// leaves no connection and no limit place behind: afterwards the address's full quota of
+    /// 8 connections is served.
+    fn connection_storm_leaves_nothing_behind(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |s| {
+            s.server_extra = "connections_per_ip_max = 8".to_owned();
+        });
+        let addr = f.hw.ingress;
+        let request = signed_request("evt_storm_template");
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let request = &request;
+                scope.spawn(move || {
+                    for n in 0..750 {
+                        let Ok(mut s) = TcpStream::connect(addr) else { continue };
+                        match (t + n) % 4 {
+                            0 => {}
+                            1 => drop(s.write_all(&request[..20])),
+                            2 => drop(s.write_all(&request[..request.len() - 5])),
+                            _ => {
+                                // SO_LINGER 0: close with a reset.
+                                let _ = socket2::SockRef::from(&s)
+                                    .set_linger(Some(Duration::ZERO));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        wait_for_open(&f, 0.0);
+        // Every limit place was given back: the address's full quota is served again.
+        let mut quota: Vec<Conn> = (0..8).map(|_| Conn::connect(addr)).collect();
+        wait_for_open(&f, 8.0);
+        for (n, conn) in quota.iter_mut().enumerate() {
+            conn.send(&signed_request("evt_after_storm"));
+            let r = conn.read_response();
+            assert_eq!(r.answer(), (200, "accepted".to_owned()), "connection {n} after the storm: {r}");
+        }
+    }
+}
