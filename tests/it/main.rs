@@ -35,6 +35,7 @@ macro_rules! on_both_io {
 
 mod admin;
 mod client;
+mod crashloop;
 mod diskfull;
 mod dispatch;
 mod durability;
