@@ -24,6 +24,11 @@ pub const RECV_BUFFER_BYTES: usize = 16_384;
 pub const RECV_BUFFERS_PER_CORE: u16 = 1024;
 /// Most ledger shards (one writer thread each).
 pub const SHARDS_MAX: usize = 64;
+/// Largest file the config loader reads: the config itself, TLS certificates and keys (bytes).
+/// A mistyped path such as `/dev/zero` is an error, not an out-of-memory.
+pub const CONFIG_FILE_BYTES_MAX: u64 = 1024 * 1024;
+/// Largest secret file (`file = "…"` of a secret), in bytes.
+pub const SECRET_FILE_BYTES_MAX: u64 = 64 * 1024;
 /// Most ingress cores.
 pub const CORES_MAX: usize = 256;
 /// Most settlements (dispatch results) waiting for one shard writer.

@@ -12,6 +12,8 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
+
+use crate::config::read_bounded;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -34,14 +36,15 @@ fn provider() -> Arc<CryptoProvider> {
 /// it, a key type ring cannot sign with, or a key that does not match the certificate. Key bytes
 /// are never part of a message.
 pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
-    let cert_pem = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+    let max = crate::limits::CONFIG_FILE_BYTES_MAX;
+    let cert_pem = read_bounded(cert, max).map_err(|e| format!("{}: {e}", cert.display()))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: not a PEM certificate chain ({e})", cert.display()))?;
     if chain.is_empty() {
         return Err(format!("{}: no PEM CERTIFICATE block in the file", cert.display()));
     }
-    let key_pem = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let key_pem = read_bounded(key, max).map_err(|e| format!("{}: {e}", key.display()))?;
     let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         format!("{}: no PEM private key (PKCS#8, RSA or EC) in the file ({e})", key.display())
     })?;

@@ -26,6 +26,27 @@ use super::types::{
 use crate::limits;
 use crate::provider::{self, Provider};
 
+/// Reads at most `max` bytes of `path`.
+///
+/// # Errors
+/// The IO error, or `InvalidData` when the file is longer than `max` bytes (e.g. `/dev/zero`).
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        let why = format!("longer than {max} bytes");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+fn read_text(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, max)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Longest source, destination, tenant or secret id, in bytes (SPEC §2).
 const ID_BYTES_MAX: usize = 64;
 const MIB: i64 = 1024 * 1024;
@@ -179,7 +200,7 @@ impl Config {
     /// # Errors
     /// Every problem found, each naming the file and field; an unreadable file is one error.
     pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = read_text(path, limits::CONFIG_FILE_BYTES_MAX).map_err(|e| {
             ConfigErrors(vec![ConfigError {
                 file: path.to_path_buf(),
                 field: String::new(),
@@ -957,13 +978,15 @@ impl Check<'_> {
                 }
                 value
             }
-            (None, None, Some(path)) => match std::fs::read_to_string(path) {
-                Ok(text) => Some(text.trim_end().to_owned()),
-                Err(e) => {
-                    self.error(&format!("{label}.file"), format!("cannot read {path}: {e}"));
-                    None
+            (None, None, Some(path)) => {
+                match read_text(Path::new(path), limits::SECRET_FILE_BYTES_MAX) {
+                    Ok(text) => Some(text.trim_end().to_owned()),
+                    Err(e) => {
+                        self.error(&format!("{label}.file"), format!("cannot read {path}: {e}"));
+                        None
+                    }
                 }
-            },
+            }
             _ => {
                 self.error(label, "needs exactly one of value, env or file");
                 None
@@ -1104,6 +1127,25 @@ mod tests {
             }
         }
         assert!(loaded >= 1, "no config file found in {}", dir.display());
+    }
+
+    /// A secret or TLS path naming an endless file (`/dev/zero`) is an error naming the field,
+    /// not an unbounded read.
+    #[test]
+    fn endless_files_are_refused_not_read() {
+        let secret = MINIMAL.replace(r#"env = "GH_SECRET""#, r#"file = "/dev/zero""#);
+        assert_ne!(secret, MINIMAL, "the secret now names /dev/zero");
+        let errors = Config::from_toml_str(&secret, Path::new("z.toml"), &env)
+            .expect_err("an endless secret file is refused")
+            .to_string();
+        assert!(errors.contains("secrets[k].file"), "{errors}");
+        assert!(errors.contains("longer than"), "{errors}");
+        let tls = format!("[server.tls]\ncert = \"/dev/zero\"\nkey = \"/dev/zero\"\n{MINIMAL}");
+        let errors = Config::from_toml_str(&tls, Path::new("z.toml"), &env)
+            .expect_err("an endless certificate is refused")
+            .to_string();
+        assert!(errors.contains("server.tls"), "{errors}");
+        assert!(errors.contains("longer than"), "{errors}");
     }
 
     #[test]
