@@ -118,7 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
             match crate::server::run(config) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e:#}");
+                    tracing::error!(code = "serve_failed", "{e:#}");
                     ExitCode::from(1)
                 }
             }
@@ -165,7 +165,7 @@ fn verify(args: VerifyArgs) -> ExitCode {
 fn abort_on_panic() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        tracing::error!(panic = %info, "broken invariant; aborting");
+        tracing::error!(code = "panic", panic = %info, "broken invariant; aborting");
         default(info);
         std::process::abort();
     }));

@@ -26,10 +26,10 @@ use crate::{dispatch, ledger};
 pub fn run(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     for warning in &config.warnings {
-        tracing::warn!(config = %config.path.display(), "{warning}");
+        tracing::warn!(code = "config_warning", config = %config.path.display(), "{warning}");
     }
     let (backend, why) = ingress::choose(config.server.io).map_err(anyhow::Error::msg)?;
-    tracing::info!(io = backend.name(), reason = %why, "ingress back end chosen");
+    tracing::info!(code = "io_backend", io = backend.name(), reason = %why, "ingress back end chosen");
 
     let cores = config.server.cores;
     let metrics = Arc::new(Metrics {
@@ -98,12 +98,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     }
     admin_state.listeners_bound.store(true, Ordering::Release);
     let tls_on = certs.is_some();
-    tracing::info!(%listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, connections_total_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
+    tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, connections_total_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
     let reloader = Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics };
     let signal = wait_for_stop(&threads, &ledger, &reloader);
-    tracing::info!(reason = signal, "stopping");
+    tracing::info!(code = "stopping", reason = signal, "stopping");
     notify_systemd(&[sd_notify::NotifyState::Stopping]);
     admin_state.listeners_bound.store(false, Ordering::Release);
     stop.store(true, Ordering::Release);
@@ -112,7 +112,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         match t.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::error!(error = %e, "ingress core failed");
+                tracing::error!(code = "ingress_core_failed", error = %e, "ingress core failed");
                 failed = true;
             }
             Err(_) => failed = true,
@@ -121,7 +121,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     dispatcher.shutdown();
     ledger.shutdown();
     admin.shutdown();
-    tracing::info!("stopped");
+    tracing::info!(code = "stopped", "stopped");
     if failed {
         bail!("an ingress core failed; see the log above");
     }
@@ -209,7 +209,7 @@ impl Reloader<'_> {
             return false;
         }
         for warning in &new.warnings {
-            tracing::warn!(config = %path.display(), "{warning}");
+            tracing::warn!(code = "config_warning", config = %path.display(), "{warning}");
         }
         if let (Some(store), Some(tls)) = (self.certs, &new.server.tls) {
             store.replace(Arc::clone(&tls.certified));
@@ -226,7 +226,7 @@ impl Reloader<'_> {
 /// STOPPING when the stop begins; WATCHDOG keep-alives while every ingress core is alive.
 fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(state) {
-        tracing::warn!(error = %e, "could not notify systemd");
+        tracing::warn!(code = "sd_notify_failed", error = %e, "could not notify systemd");
     }
 }
 
@@ -284,7 +284,7 @@ fn wait_for_stop(
                     } else if now.duration_since(*unwritable_since.get_or_insert(now))
                         >= LEDGER_UNWRITABLE_MAX
                     {
-                        tracing::error!("the ledger has been unwritable for {} s", LEDGER_UNWRITABLE_MAX.as_secs());
+                        tracing::error!(code = "ledger_unwritable", "the ledger has been unwritable for {} s", LEDGER_UNWRITABLE_MAX.as_secs());
                         return STOP_LEDGER_STUCK;
                     }
                 }

@@ -187,7 +187,7 @@ impl Conn {
                     Some(Box::new(tls))
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot start a TLS session; closing the connection");
+                    tracing::error!(code = "tls_session_failed", error = %e, "cannot start a TLS session; closing the connection");
                     phase = Phase::Closing;
                     None
                 }

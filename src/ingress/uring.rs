@@ -159,7 +159,7 @@ impl BufRing {
 
     fn unregister(self, ring: &IoUring) {
         if let Err(e) = ring.submitter().unregister_buf_ring(BUFFER_GROUP) {
-            tracing::warn!(error = %e, "unregister_buf_ring failed");
+            tracing::warn!(code = "uring_teardown_failed", error = %e, "unregister_buf_ring failed");
         }
         drop(self);
     }
@@ -261,7 +261,7 @@ impl AcceptErrors {
         if self.last_logged.is_some_and(|t| now.duration_since(t) < ACCEPT_ERROR_LOG_EVERY) {
             return;
         }
-        tracing::warn!(error = %error, failed = self.failed, "accept failed; pausing accepts briefly (logged at most every 10 s)");
+        tracing::warn!(code = "accept_failed", error = %error, failed = self.failed, "accept failed; pausing accepts briefly (logged at most every 10 s)");
         self.failed = 0;
         self.last_logged = Some(now);
     }
@@ -356,7 +356,7 @@ impl Core {
                 return;
             }
             if let Err(e) = self.ring.submit() {
-                tracing::error!(error = %e, "io_uring submit failed while the queue was full");
+                tracing::error!(code = "uring_submit_failed", error = %e, "io_uring submit failed while the queue was full");
             }
         }
     }
@@ -748,7 +748,7 @@ impl Core {
             // The tick timeout stays armed, so this wait ends within TICK_NS.
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) {
-                    tracing::warn!(error = %e, "io_uring wait failed while stopping");
+                    tracing::warn!(code = "uring_teardown_failed", error = %e, "io_uring wait failed while stopping");
                     return;
                 }
             }
