@@ -41,6 +41,7 @@ mod durability;
 mod harness;
 mod ingress;
 mod lifecycle;
+mod loadgen;
 mod logs;
 mod metrics;
 mod sign;
