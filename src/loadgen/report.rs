@@ -23,6 +23,8 @@ pub struct Tally {
     pub corrected_us: Histogram<u64>,
     /// Latency from the actual send to the whole response, µs.
     pub service_us: Histogram<u64>,
+    /// `corrected_us` of the 2xx answers only (e.g. the p99 of what was not shed with 503).
+    pub ok_us: Histogram<u64>,
     /// Responses by HTTP status.
     pub by_http: BTreeMap<u16, u64>,
     /// Responses by the JSON `status` code (SPEC §3), or [`OTHER`].
@@ -49,6 +51,7 @@ impl Tally {
         Tally {
             corrected_us: histogram(),
             service_us: histogram(),
+            ok_us: histogram(),
             by_http: BTreeMap::new(),
             by_status: BTreeMap::new(),
             sent: 0,
@@ -62,6 +65,9 @@ impl Tally {
     pub fn answered(&mut self, corrected_us: u64, service_us: u64, http: u16, body: &[u8]) {
         self.corrected_us.saturating_record(corrected_us.max(1));
         self.service_us.saturating_record(service_us.max(1));
+        if (200..300).contains(&http) {
+            self.ok_us.saturating_record(corrected_us.max(1));
+        }
         *self.by_http.entry(http).or_default() += 1;
         *self.by_status.entry(status_code(body)).or_default() += 1;
     }
@@ -75,6 +81,7 @@ impl Tally {
     pub fn merge(&mut self, other: &Tally) {
         self.corrected_us.add(&other.corrected_us).expect("tallies share histogram bounds");
         self.service_us.add(&other.service_us).expect("tallies share histogram bounds");
+        self.ok_us.add(&other.ok_us).expect("tallies share histogram bounds");
         for (k, v) in &other.by_http {
             *self.by_http.entry(*k).or_default() += v;
         }
@@ -155,6 +162,7 @@ pub fn json(shape: &Shape, t: &Tally) -> serde_json::Value {
         "answered_per_s": t.answered_total() as f64 / secs,
         "latency_us": percentiles(&t.corrected_us),
         "service_latency_us": percentiles(&t.service_us),
+        "latency_2xx_us": percentiles(&t.ok_us),
         "http": t.by_http.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect::<serde_json::Map<_, _>>(),
         "status": t.by_status.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect::<serde_json::Map<_, _>>(),
     })
@@ -287,6 +295,7 @@ mod tests {
         assert_eq!(a.by_http.get(&200), Some(&2));
         assert_eq!(a.by_status.get("overloaded"), Some(&1));
         assert_eq!(a.corrected_us.len(), 3);
+        assert_eq!(a.ok_us.len(), 2, "the 503 is not in the 2xx histogram");
         assert_eq!(a.corrected_us.min(), 1, "a zero latency is recorded as 1 µs");
     }
 
