@@ -236,9 +236,9 @@ if [ "${PERF:-0}" = "1" ] && command -v perf >/dev/null 2>&1; then
   perf_pid=$!
   loadgen p_profiled "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
   wait "$perf_pid" || true
-  perf report -i "$work/perf.data" --stdio --no-children --sort comm,dso,symbol 2>/dev/null \
+  perf report -i "$work/perf.data" --stdio --no-children -g none --percent-limit 0.5 --sort comm,dso,symbol 2>/dev/null \
     | grep -v '^#' | grep -v '^$' | grep '%' | head -60 >"$results/perf-hookwall.txt" || true
-  perf report -i "$work/perf.data" --stdio --no-children --sort comm 2>/dev/null \
+  perf report -i "$work/perf.data" --stdio --no-children -g none --sort comm 2>/dev/null \
     | grep -v '^#' | grep '%' | head -20 >"$results/perf-hookwall-threads.txt" || true
   drain >/dev/null
 fi
