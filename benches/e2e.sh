@@ -179,6 +179,7 @@ drain() {
   python3 -c "print(round($end - $start, 2))"
 }
 
+load_start="$(cut -d' ' -f1 /proc/loadavg)"
 log "== core split: $split"
 log "== warm-up (2 s each)"
 loadgen warmup_nginx "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
@@ -257,6 +258,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo
   echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)"
   echo "cores:   $split"
+  echo "load:    1-min load average $load_start at the start, $(cut -d' ' -f1 /proc/loadavg) at the end (all processes on the machine; 2 = both CPUs busy)"
   echo "runs:    ${PHASE_S} s per measurement, (a)/(b) alternated over $ROUNDS rounds (means), $CONNECTIONS connections; hookwall ledger sync = true, 1 shard, io = auto"
   echo
   echo "| | measurement | result |"
