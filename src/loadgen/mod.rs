@@ -11,8 +11,8 @@
 //!   delayed (coordinated-omission correction, as wrk2 does). The actual-send ("service")
 //!   latency is reported beside it. Timers tick in milliseconds: a connection wakes up to
 //!   1 ms before the intended time and sends then, and a request that leaves early is measured
-//!   from its actual send (the generator's timer never inflates the latency; it jitters the
-//!   arrivals by at most 1 ms).
+//!   from its actual send (the timer's rounding does not inflate the latency; it jitters the
+//!   arrivals by at most 1 ms). A wake-up that is late anyway counts against the latency.
 //! - closed loop (`--max`): every connection sends its next request as soon as the previous
 //!   answer arrived; latency from the send.
 //!
