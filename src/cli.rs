@@ -1,4 +1,5 @@
-//! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`.
+//! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`,
+//! `hookwall verify`, `hookwall loadgen` (in [`crate::loadgen`]).
 //! Exit codes: 0 ok, 2 bad usage or config, 1 runtime failure.
 
 use std::path::PathBuf;
@@ -28,6 +29,9 @@ pub enum Command {
     /// Offline: is this captured delivery (body on stdin) authentic and fresh? Exit 0 yes,
     /// 1 no (the reason on stderr), 2 bad usage.
     Verify(VerifyArgs),
+    /// Load generator: signed deliveries to any URL, open loop (`--rate`, coordinated-omission
+    /// corrected) or closed loop (`--max`); HdrHistogram percentiles and answer counts.
+    Loadgen(crate::loadgen::Args),
 }
 
 /// `verify`'s arguments (SPEC §1).
@@ -105,6 +109,7 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Verify(args) => verify(args),
+        Command::Loadgen(args) => crate::loadgen::main(&args),
         Command::Serve(ServeArgs { config: arg, log_format }) => {
             init_logging(log_format);
             abort_on_panic();

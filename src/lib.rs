@@ -16,6 +16,7 @@ pub mod ingress;
 pub mod inspect;
 pub mod ledger;
 pub mod limits;
+pub mod loadgen;
 pub mod metrics;
 pub mod offline;
 pub mod pipeline;

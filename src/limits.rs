@@ -41,3 +41,16 @@ pub const ATTEMPT_ERROR_BYTES_MAX: usize = 512;
 const _: () = assert!(RECV_BUFFERS_PER_CORE.is_power_of_two());
 const _: () = assert!(COMMIT_BATCH_MAX <= SHARD_QUEUE_MAX);
 const _: () = assert!(CORES_MAX >= SHARDS_MAX);
+
+/// `hookwall loadgen`: most connections one run may open.
+pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
+/// `hookwall loadgen`: longest `--duration` (a run always stops by itself).
+pub const LOADGEN_DURATION_MAX: std::time::Duration = std::time::Duration::from_secs(3600);
+/// `hookwall loadgen`: highest `--rate`, requests per second.
+pub const LOADGEN_RATE_MAX: f64 = 10_000_000.0;
+/// `hookwall loadgen`: largest response (head and body) read, in bytes; more is an error.
+pub const LOADGEN_RESPONSE_BYTES_MAX: usize = 1 << 20;
+/// `hookwall loadgen`: earlier events each connection remembers for duplicate sends.
+pub const LOADGEN_HISTORY_MAX: usize = 256;
+/// `hookwall loadgen`: highest latency recorded, µs (60 s; longer saturates).
+pub const LOADGEN_LATENCY_US_MAX: u64 = 60_000_000;

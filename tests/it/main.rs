@@ -43,6 +43,7 @@ mod harness;
 mod hostile;
 mod ingress;
 mod lifecycle;
+mod loadgen;
 mod logs;
 mod metrics;
 mod observability;

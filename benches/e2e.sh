@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# End-to-end benchmark of hookwall on this machine, with `hookwall loadgen` as the generator:
+#   (a) nginx answering a static 200            closed loop, 64 connections
+#   (b) hookwall, sync = true, unique signed Stripe events, closed loop, 64 connections,
+#       forwarding every event to the same local nginx (delivered counted after a bounded drain)
+#   (c) raw RocksDB WriteBatch sync throughput at the batch size hookwall formed in (b)
+#       (criterion: benches/ledger.rs, group rocksdb_writebatch_sync)
+#   (d) hookwall open loop at 50 % of (b)'s peak: p50 / p99 / p99.9 ack latency
+#   (e) hookwall open loop at 150 % of (b)'s peak: share answered 503 overloaded, p99 of the rest
+# (a) and (b) alternate for ROUNDS rounds to cancel drift. Prints one table with the ratios
+# (b)/(a) and (b)/(c); writes it, every loadgen report (JSON) and the .hgrm files to the
+# results directory. Traffic goes to 127.0.0.1 only; every run is bounded by --duration.
+#
+# Usage: benches/e2e.sh [RESULTS_DIR]          (default: bench-results/<UTC time>)
+# Environment: PHASE_S (seconds per measurement, default 10), ROUNDS (default 2), PERF=1 (also
+#              record a perf profile of hookwall in one extra, uncounted run: perf-hookwall*.txt),
+#              CARGO_TARGET_DIR (default target), WORK_DIR (ledger etc.; must not be tmpfs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PHASE_S="${PHASE_S:-10}"
+ROUNDS="${ROUNDS:-2}"
+CONNECTIONS=64
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+results="${1:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$results"
+results="$(cd "$results" && pwd)"
+work="$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/hookwall-e2e.XXXXXX")"
+log() { printf '%s\n' "$*" >&2; }
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ "$(stat -f -c %T "$work")" = "tmpfs" ]; then
+  log "warning: $work is on tmpfs: fsync costs nothing there; set WORK_DIR to a disk directory"
+fi
+
+# ---- tools
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  log "== installing nginx (Debian package; its system service is not used)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+fi
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+
+log "== building hookwall and the ledger bench (release)"
+cargo build --release --bin hookwall -q
+cargo bench --bench ledger --no-run -q 2>/dev/null
+HOOKWALL="$CARGO_TARGET_DIR/release/hookwall"
+
+# ---- core split: the system under test (hookwall or nginx, and the destination nginx) on the
+# first CPU, the load generator on the last; with one CPU, nothing is pinned.
+ncpu="$(nproc)"
+if [ "$ncpu" -ge 2 ]; then
+  server_cpus="0"
+  client_cpus="$((ncpu - 1))"
+  if [ "$ncpu" -ge 4 ]; then server_cpus="0-$((ncpu / 2 - 1))"; client_cpus="$((ncpu / 2))-$((ncpu - 1))"; fi
+  server_pin=(taskset -c "$server_cpus")
+  client_pin=(taskset -c "$client_cpus")
+  split="server (hookwall / nginx, destination nginx, RocksDB bench) on CPU $server_cpus; loadgen on CPU $client_cpus (taskset)"
+else
+  server_pin=()
+  client_pin=()
+  split="one CPU: server and loadgen share it (not pinned)"
+fi
+# Background servers are started through these (no function in between), so that $! is the
+# server's own pid (taskset execs it) and the exit trap stops the server itself.
+on_server() { "${server_pin[@]}" "$@"; }
+on_client() { "${client_pin[@]}" "$@"; }
+server_ncpu="$(on_server nproc)"
+client_ncpu="$(on_client nproc)"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+NGINX_PORT="$(free_port)"
+HW_PORT="$(free_port)"
+ADMIN_PORT="$(free_port)"
+
+# ---- nginx: its own instance on a loopback port, temp config; static 200 everywhere.
+mkdir -p "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes $server_ncpu;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  fastcgi_temp_path $work/nginx/fastcgi;
+  uwsgi_temp_path $work/nginx/uwsgi;
+  scgi_temp_path $work/nginx/scgi;
+  keepalive_requests 10000000;
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location / { return 200 '{"status":"ok"}'; }
+  }
+}
+EOF
+"${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+pids+=($!)
+
+# ---- hookwall: sync = true, one Stripe source forwarding to nginx.
+SECRET="whsec_e2e_bench_0123456789abcdef"
+cat >"$work/hookwall.toml" <<EOF
+[server]
+listen = "127.0.0.1:$HW_PORT"
+admin_listen = "127.0.0.1:$ADMIN_PORT"
+cores = $server_ncpu
+io = "auto"
+
+[ledger]
+path = "$work/ledger"
+sync = true
+shards = 1
+
+[[source]]
+id = "stripe-bench"
+tenant = "bench"
+provider = "stripe"
+secrets = [{ id = "k1", value = "$SECRET" }]
+destination = "nginx"
+
+[[destination]]
+id = "nginx"
+url = "http://127.0.0.1:$NGINX_PORT/hooks"
+timeout = "5s"
+attempts_max = 5
+backoff_min = "100ms"
+backoff_max = "2s"
+concurrency_max = 64
+EOF
+HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" 2>"$results/hookwall.stderr" &
+pids+=($!)
+hw_pid=$!
+
+wait_http() { # URL: poll (bounded, 30 s) until it answers 200
+  for _ in $(seq 300); do
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' "$1" || true)" = "200" ]; then return 0; fi
+    sleep 0.1
+  done
+  log "error: $1 did not answer 200 within 30 s"; exit 1
+}
+wait_http "http://127.0.0.1:$NGINX_PORT/"
+wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+
+metric() { # NAME_WITH_LABELS: its value on /metrics (0 if absent)
+  curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" '$1 == k { v = $2 } END { print (v == "" ? 0 : v) }'
+}
+delivered() { metric 'hookwall_dispatch_attempts_total{destination="nginx",outcome="delivered"}'; }
+accepted() { metric 'hookwall_ingress_requests_total{source="stripe-bench",provider="stripe",status="accepted"}'; }
+field() { # FILE PYTHON_EXPR_OVER_r
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+loadgen() { # NAME TARGET PROVIDER SECRET ARGS...: one bounded run, report in NAME.json, NAME.hgrm
+  local name="$1" target="$2" provider="$3" secret="$4"; shift 4
+  on_client "$HOOKWALL" loadgen --target "$target" --provider "$provider" --secret "$secret" \
+    --threads "$client_ncpu" --json --out "$results/$name.hgrm" "$@" >"$results/$name.json"
+}
+
+NGINX_URL="http://127.0.0.1:$NGINX_PORT/static"
+HW_URL="http://127.0.0.1:$HW_PORT/webhooks/stripe-bench"
+
+# Waits (bounded, 60 s) until hookwall has delivered everything it accepted; prints the seconds.
+drain() {
+  local start end
+  start="$(date +%s.%N)"
+  for _ in $(seq 600); do
+    if [ "$(delivered)" = "$(accepted)" ]; then break; fi
+    sleep 0.1
+  done
+  end="$(date +%s.%N)"
+  python3 -c "print(round($end - $start, 2))"
+}
+
+load_start="$(cut -d' ' -f1 /proc/loadavg)"
+log "== core split: $split"
+log "== warm-up (2 s each)"
+loadgen warmup_nginx "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
+loadgen warmup_hookwall "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
+drain >/dev/null
+
+a_rates=(); b_rates=(); b_delivered=()
+for r in $(seq "$ROUNDS"); do
+  log "== round $r/$ROUNDS: (a) nginx, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
+  loadgen "a_nginx_r$r" "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+  a_rates+=("$(field "$results/a_nginx_r$r.json" 'r["http"].get("200", 0) / r["elapsed_s"]')")
+  log "== round $r/$ROUNDS: (b) hookwall, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
+  d0="$(delivered)"
+  loadgen "b_hookwall_r$r" "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+  took="$(drain)"
+  d1="$(delivered)"
+  b_rates+=("$(field "$results/b_hookwall_r$r.json" 'r["status"].get("accepted", 0) / r["elapsed_s"]')")
+  b_delivered+=("$(python3 -c "print(($d1 - $d0) / ($(field "$results/b_hookwall_r$r.json" 'r["elapsed_s"]') + $took))")")
+  log "   drained in ${took}s"
+done
+mean() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(sum(v)/len(v))' "$@"; }
+peak_a="$(mean "${a_rates[@]}")"
+peak_b="$(mean "${b_rates[@]}")"
+deliv_b="$(mean "${b_delivered[@]}")"
+batch_p50="$(metric 'hookwall_ledger_commit_batch_events{quantile="0.5"}')"
+batch_sum="$(metric 'hookwall_ledger_commit_batch_events_sum')"
+batch_count="$(metric 'hookwall_ledger_commit_batch_events_count')"
+batch_mean="$(python3 -c "print(max(1, round($batch_sum / max(1, $batch_count))))")"
+
+log "== (c) raw RocksDB WriteBatch sync (criterion), batch sizes 1,16,64,256 and hookwall's mean $batch_mean"
+HOOKWALL_BENCH_BATCHES="$batch_mean" on_server cargo bench -q --bench ledger -- rocksdb_writebatch_sync \
+  --warm-up-time 1 --measurement-time 3 >"$results/c_rocksdb.txt" 2>&1
+raw_rate() { # BATCH: events/s from criterion's mean time per batch
+  python3 -c "import json,sys; e=json.load(open(sys.argv[1])); print($1 / (e['mean']['point_estimate'] / 1e9))" \
+    "$CARGO_TARGET_DIR/criterion/rocksdb_writebatch_sync/$1/new/estimates.json"
+}
+raw_c="$(raw_rate "$batch_mean")"
+raw_all=""
+for n in 1 16 64 256; do raw_all="$raw_all $n: $(printf '%.0f' "$(raw_rate "$n")")/s;"; done
+
+rate_d="$(python3 -c "print(max(1, round(0.5 * $peak_b)))")"
+log "== (d) hookwall open loop at 50 % of peak: ${rate_d}/s, $CONNECTIONS connections, ${PHASE_S}s"
+loadgen d_open50 "$HW_URL" stripe "$SECRET" --rate "$rate_d" --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+drain >/dev/null
+
+E_CONNECTIONS=1024
+rate_e="$(python3 -c "print(max(1, round(1.5 * $peak_b)))")"
+log "== (e) hookwall open loop at 150 % of peak: ${rate_e}/s, $E_CONNECTIONS connections, ${PHASE_S}s"
+loadgen e_open150 "$HW_URL" stripe "$SECRET" --rate "$rate_e" --connections "$E_CONNECTIONS" --duration "${PHASE_S}s"
+drain >/dev/null
+
+if [ "${PERF:-0}" = "1" ] && command -v perf >/dev/null 2>&1; then
+  log "== profile (not counted): perf record on hookwall during one more closed-loop run"
+  perf record -q -F 499 -g -p "$hw_pid" -o "$work/perf.data" -- sleep "$PHASE_S" 2>/dev/null &
+  perf_pid=$!
+  loadgen p_profiled "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+  wait "$perf_pid" || true
+  perf report -i "$work/perf.data" --stdio --no-children -g none --percent-limit 0.5 --sort comm,dso,symbol 2>/dev/null \
+    | grep -v '^#' | grep -v '^$' | grep '%' | head -60 >"$results/perf-hookwall.txt" || true
+  perf report -i "$work/perf.data" --stdio --no-children -g none --sort comm 2>/dev/null \
+    | grep -v '^#' | grep '%' | head -20 >"$results/perf-hookwall-threads.txt" || true
+  drain >/dev/null
+fi
+
+ms() { python3 -c "print(f'{$1 / 1000:.2f} ms')"; }
+d="$results/d_open50.json"; e="$results/e_open150.json"
+share_503="$(field "$e" '"%.1f %%" % (100 * r["http"].get("503", 0) / max(1, r["answered"]))')"
+overloaded="$(field "$e" 'r["status"].get("overloaded", 0)')"
+e_answered="$(field "$e" 'r["answered"]')"
+e_rate="$(field "$e" '"%.0f" % r["answered_per_s"]')"
+fmt0() { printf '%.0f' "$1"; }
+ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
+
+{
+  echo "# hookwall end-to-end benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)"
+  echo "cores:   $split"
+  echo "load:    1-min load average $load_start at the start, $(cut -d' ' -f1 /proc/loadavg) at the end (all processes on the machine; 2 = both CPUs busy)"
+  echo "runs:    ${PHASE_S} s per measurement, (a)/(b) alternated over $ROUNDS rounds (means), $CONNECTIONS connections; hookwall ledger sync = true, 1 shard, io = auto"
+  echo
+  echo "| | measurement | result |"
+  echo "|---|---|---|"
+  echo "| (a) | nginx static 200, closed loop | $(fmt0 "$peak_a") req/s (rounds: $(for x in "${a_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
+  echo "| (b) | hookwall e2e, unique signed Stripe events, closed loop | $(fmt0 "$peak_b") accepted/s (rounds: $(for x in "${b_rates[@]}"; do printf '%.0f ' "$x"; done)); delivered to nginx $(fmt0 "$deliv_b")/s incl. drain |"
+  echo "| (c) | raw RocksDB WriteBatch sync at hookwall's mean batch ($batch_mean events per commit; p50 $batch_p50; admissions and settlements) | $(fmt0 "$raw_c") events/s (all sizes:$raw_all) |"
+  echo "| (b)/(a) | | $(ratio "$peak_b" "$peak_a") |"
+  echo "| (b)/(c) | | $(ratio "$peak_b" "$raw_c") |"
+  echo "| (d) | open loop at 50 % of (b) = ${rate_d}/s | ack latency p50 $(ms "$(field "$d" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d" 'r["latency_us"]["p99_9"]')") (service p50 $(ms "$(field "$d" 'r["service_latency_us"]["p50"]')")) |"
+  echo "| (e) | open loop at 150 % of (b) = ${rate_e}/s, $E_CONNECTIONS connections | 503: $share_503 of $e_answered answers ($overloaded overloaded); p99 of the 2xx $(ms "$(field "$e" 'r["latency_2xx_us"]["p99"]')"); answered $e_rate/s |"
+  echo "| ingest only | | TODO: needs the destination pause feature (being built in another issue); not measured |"
+  echo
+  echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion)."
+} | tee "$results/summary.md"
+log "== results in $results"

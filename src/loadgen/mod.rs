@@ -1,0 +1,620 @@
+//! `hookwall loadgen` (SPEC §1): a load generator for webhook receivers — hookwall or any
+//! other URL. Each request is a delivery signed exactly as the chosen provider signs one
+//! ([`sign`]), with a unique event id, or, with probability `--duplicates`, a re-send of an
+//! earlier event of the same connection (same id and bytes, signed afresh, as a provider's
+//! retry is).
+//!
+//! Two modes:
+//! - open loop (`--rate N/s`, the default at 1000/s): request `i` is *intended* at
+//!   `start + i / rate`; whichever connection is free takes the next request, and its latency
+//!   is measured from the intended time, so a stalled server is charged for the requests it
+//!   delayed (coordinated-omission correction, as wrk2 does). The actual-send ("service")
+//!   latency is reported beside it. Timers tick in milliseconds: a connection wakes up to
+//!   1 ms before the intended time and sends then, and a request that leaves early is measured
+//!   from its actual send (the timer's rounding does not inflate the latency; it jitters the
+//!   arrivals by at most 1 ms). A wake-up that is late anyway counts against the latency.
+//! - closed loop (`--max`): every connection sends its next request as soon as the previous
+//!   answer arrived; latency from the send.
+//!
+//! A run always stops by itself: at `--duration`, or after `--requests N`, whichever comes
+//! first. Exit codes (SPEC §1): 0 the run completed, 1 the target cannot be reached (or answered
+//! nothing), 2 bad usage.
+
+mod conn;
+pub mod report;
+pub mod sign;
+
+use std::net::ToSocketAddrs as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng as _;
+
+use crate::clock;
+use crate::limits::{
+    LOADGEN_CONNECTIONS_MAX, LOADGEN_DURATION_MAX, LOADGEN_HISTORY_MAX, LOADGEN_RATE_MAX,
+};
+use crate::provider::Provider;
+use conn::Target;
+use report::{Shape, Tally};
+use sign::Signer;
+
+/// `loadgen`'s arguments (SPEC §1).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The URL to POST to, `http://host[:port]/path` (plain HTTP/1.1; e.g.
+    /// `http://127.0.0.1:8080/webhooks/stripe-billing`).
+    #[arg(long)]
+    pub target: String,
+    /// Provider whose signature scheme signs each request (`stripe`, `github`, `standard`).
+    #[arg(long)]
+    pub provider: String,
+    /// The source's secret exactly as the provider's dashboard shows it (visible to other
+    /// local users in the process list: use test secrets).
+    #[arg(long)]
+    pub secret: String,
+    /// Open loop: requests per second, `N` or `N/s` (default 1000/s).
+    #[arg(long, conflicts_with = "max")]
+    pub rate: Option<String>,
+    /// Closed loop: each connection sends as fast as it is answered.
+    #[arg(long)]
+    pub max: bool,
+    /// How long to send, humantime (`30s`, `2m`); at most 1 h.
+    #[arg(long, default_value = "30s")]
+    pub duration: String,
+    /// Stop after this many requests, even before `--duration`.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Concurrent connections, each with one request in flight.
+    #[arg(long, default_value_t = 16)]
+    pub connections: usize,
+    /// Share of requests that re-send an earlier event (0 ≤ x < 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicates: f64,
+    /// How long one response may take before the request counts as timed out, humantime.
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// Write the latency distribution here (HdrHistogram percentile text, ms; plottable).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Print the report as one JSON object (latencies in µs) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Worker threads (default: the CPUs this process may run on).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// A validated run: every argument checked, nothing resolved or opened yet.
+pub struct Plan {
+    /// The URL as given.
+    pub url: String,
+    /// Host and port to resolve.
+    pub authority: (String, u16),
+    /// `Host` header value.
+    pub host_header: String,
+    /// Path and query.
+    pub path: String,
+    /// Provider.
+    pub provider: Provider,
+    /// Signer for that provider and secret.
+    pub signer: Arc<Signer>,
+    /// `Some(requests/s)` open loop, `None` closed loop.
+    pub rate: Option<f64>,
+    /// Sending stops this long after the start.
+    pub duration: Duration,
+    /// Sending stops after this many requests.
+    pub requests_max: Option<u64>,
+    /// Connections.
+    pub connections: usize,
+    /// Duplicate share, `[0, 1)`.
+    pub duplicates: f64,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// Checks every argument; the message names the flag and what is wrong.
+///
+/// # Errors
+/// A message for the first bad flag (exit 2).
+pub fn plan(args: &Args) -> Result<Plan, String> {
+    let (url, authority, host_header, path) = parse_target(&args.target)?;
+    let Some(provider) = Provider::parse(&args.provider) else {
+        let known: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
+        return Err(format!(
+            "--provider {:?}: unknown or not supported by this build (supported: {})",
+            args.provider,
+            known.join(", ")
+        ));
+    };
+    let signer = Signer::new(provider, &args.secret).map_err(|why| format!("--secret: {why}"))?;
+    let signer = Arc::new(signer);
+    let rate = if args.max { None } else { Some(parse_rate(args.rate.as_deref())?) };
+    let duration = parse_duration("--duration", &args.duration)?;
+    if duration > LOADGEN_DURATION_MAX {
+        return Err(format!(
+            "--duration {}: longer than the most a run may last ({})",
+            args.duration,
+            humantime::format_duration(LOADGEN_DURATION_MAX)
+        ));
+    }
+    if args.requests == Some(0) {
+        return Err("--requests 0: must be at least 1".to_owned());
+    }
+    if !(1..=LOADGEN_CONNECTIONS_MAX).contains(&args.connections) {
+        return Err(format!(
+            "--connections {}: must be 1..={LOADGEN_CONNECTIONS_MAX}",
+            args.connections
+        ));
+    }
+    if !(0.0..1.0).contains(&args.duplicates) {
+        return Err(format!(
+            "--duplicates {}: must be a share in [0, 1), e.g. 0.1 for 10 %",
+            args.duplicates
+        ));
+    }
+    let timeout = parse_duration("--timeout", &args.timeout)?;
+    let threads = match args.threads {
+        Some(0) => return Err("--threads 0: must be at least 1".to_owned()),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+    };
+    Ok(Plan {
+        url,
+        authority,
+        host_header,
+        path,
+        provider,
+        signer,
+        rate,
+        duration,
+        requests_max: args.requests,
+        connections: args.connections,
+        duplicates: args.duplicates,
+        timeout,
+        threads,
+    })
+}
+
+type TargetParts = (String, (String, u16), String, String);
+
+fn parse_target(text: &str) -> Result<TargetParts, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| format!("--target {text:?}: {e}"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "--target {text:?}: scheme {:?} is not supported (plain http:// only)",
+            url.scheme()
+        ));
+    }
+    let Some(host) = url.host_str() else {
+        return Err(format!("--target {text:?}: no host"));
+    };
+    let port = url.port().unwrap_or(80);
+    let host_header = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    let mut path = url.path().to_owned();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    Ok((text.to_owned(), (bare, port), host_header, path))
+}
+
+fn parse_rate(text: Option<&str>) -> Result<f64, String> {
+    let Some(text) = text else { return Ok(1000.0) };
+    let number = text.strip_suffix("/s").unwrap_or(text);
+    let rate: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("--rate {text:?}: expected requests per second, `N` or `N/s`"))?;
+    if !(rate > 0.0 && rate <= LOADGEN_RATE_MAX) {
+        return Err(format!(
+            "--rate {text:?}: must be more than 0 and at most {LOADGEN_RATE_MAX}/s"
+        ));
+    }
+    Ok(rate)
+}
+
+fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{flag} {text:?}: {e} (expected e.g. 500ms, 30s, 2m)"))?;
+    if d.is_zero() {
+        return Err(format!("{flag} {text:?}: must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// Runs `hookwall loadgen` and returns its exit code; the report goes to stdout, errors and
+/// the progress line to stderr.
+pub fn main(args: &Args) -> ExitCode {
+    let plan = match plan(args) {
+        Ok(plan) => plan,
+        Err(why) => {
+            eprintln!("hookwall loadgen: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(plan.threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hookwall loadgen: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(&plan)) {
+        Ok((shape, tally)) => finish(args, &shape, &tally),
+        Err(why) => {
+            eprintln!("hookwall loadgen: {why}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn finish(args: &Args, shape: &Shape, tally: &Tally) -> ExitCode {
+    if args.json {
+        println!("{}", report::json(shape, tally));
+    } else {
+        print!("{}", report::text(shape, tally));
+    }
+    if let Some(path) = &args.out {
+        if let Err(e) = std::fs::write(path, report::hgrm(&tally.corrected_us)) {
+            eprintln!("hookwall loadgen: cannot write --out {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    if tally.answered_total() == 0 {
+        eprintln!("hookwall loadgen: the target answered no request");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// What every connection task shares.
+struct Shared {
+    plan_rate: Option<f64>,
+    start: Instant,
+    end: Instant,
+    requests_max: Option<u64>,
+    /// Next request index to take.
+    next: AtomicU64,
+    /// Progress counters (read by the progress line).
+    sent: AtomicU64,
+    answered: AtomicU64,
+    failed: AtomicU64,
+    /// Makes event ids unique across runs: the process id and the start time.
+    run_id: String,
+}
+
+/// Resolves and probes the target, runs every connection until the plan ends, and merges
+/// their tallies.
+async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
+    let (host, port) = &plan.authority;
+    let addr = (host.as_str(), *port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}:{port} (--target {}): {e}", plan.url))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} resolves to no address (--target {})", plan.url))?;
+    let target = Arc::new(Target { addr, host: plan.host_header.clone(), path: plan.path.clone() });
+    let probe = tokio::time::timeout(plan.timeout, conn::connect(addr))
+        .await
+        .map_err(|_| format!("cannot connect to {addr} (--target {}): timed out", plan.url))?
+        .map_err(|e| format!("cannot connect to {addr} (--target {}): {e}", plan.url))?;
+    let start = clock::monotonic();
+    let shared = Arc::new(Shared {
+        plan_rate: plan.rate,
+        start,
+        end: start + plan.duration,
+        requests_max: plan.requests_max,
+        next: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+        answered: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        run_id: format!("{}_{}", std::process::id(), clock::now_unix_ms()),
+    });
+    let progress = progress(plan, &shared);
+    let mut tasks = Vec::with_capacity(plan.connections);
+    let mut first = Some(probe);
+    for c in 0..plan.connections {
+        let job = Job {
+            connection: c,
+            shared: Arc::clone(&shared),
+            target: Arc::clone(&target),
+            signer: Arc::clone(&plan.signer),
+            duplicates: plan.duplicates,
+            timeout: plan.timeout,
+        };
+        let stream = first.take();
+        tasks.push(tokio::spawn(connection(job, stream)));
+    }
+    let mut tally = Tally::new();
+    for task in tasks {
+        let t = task.await.map_err(|e| format!("a connection task failed: {e}"))?;
+        tally.merge(&t);
+    }
+    progress.abort();
+    let shape = Shape {
+        target: plan.url.clone(),
+        provider: plan.provider.name(),
+        rate: plan.rate,
+        connections: plan.connections,
+        duplicates: plan.duplicates,
+        elapsed: clock::monotonic().saturating_duration_since(start),
+    };
+    Ok((shape, tally))
+}
+
+/// One connection's share of the run.
+struct Job {
+    connection: usize,
+    shared: Arc<Shared>,
+    target: Arc<Target>,
+    signer: Arc<Signer>,
+    duplicates: f64,
+    timeout: Duration,
+}
+
+/// An event this connection sent: re-sent as a duplicate with its id and exact body.
+struct Sent {
+    id: String,
+    body: Vec<u8>,
+}
+
+/// The resolution of tokio's timer.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// Pause after a failed connect before the next request, so a target that went away is not
+/// hammered with connects in a tight loop.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
+
+/// One connection: takes request indices until the plan ends, one request in flight at a
+/// time, reconnecting after an error; returns its tally.
+async fn connection(job: Job, mut stream: Option<tokio::net::TcpStream>) -> Tally {
+    let shared = &job.shared;
+    let mut tally = Tally::new();
+    let mut history: Vec<Sent> = Vec::new();
+    let mut buf = Vec::with_capacity(4096);
+    let mut seq = 0u64;
+    loop {
+        let i = shared.next.fetch_add(1, Ordering::Relaxed);
+        if shared.requests_max.is_some_and(|n| i >= n) {
+            break;
+        }
+        let intended = match shared.plan_rate {
+            Some(rate) => shared.start + Duration::from_secs_f64(i as f64 / rate),
+            None => clock::monotonic(),
+        };
+        if intended >= shared.end {
+            break;
+        }
+        // tokio's timer ticks in whole milliseconds and rounds a deadline up: aim one tick
+        // early, so a request leaves up to 1 ms before its intended time instead of after.
+        if let Some(wake) = intended.checked_sub(TIMER_TICK) {
+            if wake > clock::monotonic() {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(wake)).await;
+            }
+        }
+        if clock::monotonic() >= shared.end {
+            break;
+        }
+        let (id, body, duplicate) = next_event(&job, &mut history, &mut seq);
+        let headers = job.signer.sign(&id, clock::now_unix_s(), &body);
+        let request = conn::request(&job.target, &headers, &body);
+        tally.sent += 1;
+        tally.duplicates_sent += u64::from(duplicate);
+        shared.sent.fetch_add(1, Ordering::Relaxed);
+        let result = exchange(&job, &mut stream, &mut buf, &request).await;
+        let done = clock::monotonic();
+        match result {
+            Exchanged::Answered(response, sent_at) => {
+                // From the intended time when the request left late (charged to the server:
+                // coordinated-omission correction), from the send when it left early.
+                let corrected = micros(done.saturating_duration_since(intended.min(sent_at)));
+                let service = micros(done.saturating_duration_since(sent_at));
+                tally.answered(corrected, service, response.status, &response.body);
+                shared.answered.fetch_add(1, Ordering::Relaxed);
+                if !response.keep_alive {
+                    stream = None;
+                }
+            }
+            Exchanged::TimedOut => {
+                tally.timeouts += 1;
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+                stream = None;
+            }
+            Exchanged::Failed { connect } => {
+                tally.errors += 1;
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+                stream = None;
+                if connect {
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                }
+            }
+        }
+        if !duplicate {
+            remember(&mut history, Sent { id, body });
+        }
+    }
+    tally
+}
+
+/// The event of the next request: a re-send of an earlier one with probability
+/// `duplicates` (when there is one), else a new one. Returns `(id, body, is_duplicate)`.
+fn next_event(job: &Job, history: &mut [Sent], seq: &mut u64) -> (String, Vec<u8>, bool) {
+    let mut rng = rand::rng();
+    if !history.is_empty() && job.duplicates > 0.0 && rng.random_bool(job.duplicates) {
+        let earlier = &history[rng.random_range(0..history.len())];
+        return (earlier.id.clone(), earlier.body.clone(), true);
+    }
+    *seq += 1;
+    let id = format!("evt_lg_{}_{}_{}", job.shared.run_id, job.connection, seq);
+    let body = job.signer.body(&id);
+    (id, body, false)
+}
+
+/// Keeps the last [`LOADGEN_HISTORY_MAX`] new events (a ring: the oldest is replaced).
+fn remember(history: &mut Vec<Sent>, sent: Sent) {
+    if history.len() < LOADGEN_HISTORY_MAX {
+        history.push(sent);
+    } else {
+        let slot = rand::rng().random_range(0..history.len());
+        history[slot] = sent;
+    }
+}
+
+enum Exchanged {
+    /// A whole response, and when the request was written.
+    Answered(conn::Response, Instant),
+    /// No whole response within `--timeout`.
+    TimedOut,
+    /// Connect or IO error (`connect`: the connection could not be opened).
+    Failed { connect: bool },
+}
+
+async fn exchange(
+    job: &Job,
+    stream: &mut Option<tokio::net::TcpStream>,
+    buf: &mut Vec<u8>,
+    request: &[u8],
+) -> Exchanged {
+    if stream.is_none() {
+        buf.clear();
+        match tokio::time::timeout(job.timeout, conn::connect(job.target.addr)).await {
+            Ok(Ok(s)) => *stream = Some(s),
+            Ok(Err(_)) | Err(_) => return Exchanged::Failed { connect: true },
+        }
+    }
+    let Some(s) = stream.as_mut() else { return Exchanged::Failed { connect: true } };
+    let sent_at = clock::monotonic();
+    match tokio::time::timeout(job.timeout, conn::exchange(s, buf, request)).await {
+        Ok(Ok(response)) => Exchanged::Answered(response, sent_at),
+        Ok(Err(_)) => Exchanged::Failed { connect: false },
+        Err(_) => Exchanged::TimedOut,
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The progress line on stderr (drawn only when stderr is a terminal): elapsed of
+/// `--duration`, requests sent, answered and failed, refreshed 5 times a second.
+fn progress(plan: &Plan, shared: &Arc<Shared>) -> tokio::task::JoinHandle<()> {
+    let total_ms = u64::try_from(plan.duration.as_millis()).unwrap_or(u64::MAX);
+    let bar = indicatif::ProgressBar::new(total_ms);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {elapsed_precise} {msg}")
+            .expect("static progress template is valid"),
+    );
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tick.tick().await;
+            let elapsed = clock::monotonic().saturating_duration_since(shared.start);
+            bar.set_position(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+            bar.set_message(format!(
+                "sent {}  answered {}  failed {}",
+                shared.sent.load(Ordering::Relaxed),
+                shared.answered.load(Ordering::Relaxed),
+                shared.failed.load(Ordering::Relaxed),
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    /// Parses `loadgen ARGS` through the real CLI and plans it: `Ok(())` or the message.
+    fn check(args: &[&str], expect: Result<(), &str>) {
+        let mut argv = vec!["hookwall", "loadgen"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(&argv).expect("clap accepts the shape");
+        let crate::cli::Command::Loadgen(a) = cli.command else { panic!("not loadgen") };
+        let got = plan(&a).map(|_| ());
+        match (got, expect) {
+            (Ok(()), Ok(())) => {}
+            (Err(msg), Err(needle)) => assert!(msg.contains(needle), "{args:?}: {msg}"),
+            (got, expect) => panic!("{args:?}: got {got:?}, expected {expect:?}"),
+        }
+    }
+
+    const BASE: [&str; 6] = [
+        "--target",
+        "http://127.0.0.1:8080/webhooks/s",
+        "--provider",
+        "stripe",
+        "--secret",
+        "whsec_x",
+    ];
+
+    fn with(extra: &[&'static str]) -> Vec<&'static str> {
+        let mut v = BASE.to_vec();
+        v.extend_from_slice(extra);
+        v
+    }
+
+    #[test]
+    fn flags_are_checked() {
+        check(&BASE, Ok(()));
+        check(&with(&["--rate", "500/s", "--duration", "2s", "--duplicates", "0.1"]), Ok(()));
+        check(&with(&["--max", "--connections", "64", "--requests", "10"]), Ok(()));
+        check(&with(&["--rate", "0"]), Err("--rate \"0\": must be more than 0"));
+        check(&with(&["--rate", "fast"]), Err("--rate \"fast\": expected requests per second"));
+        check(&with(&["--duplicates", "1"]), Err("--duplicates 1: must be a share in [0, 1)"));
+        check(&with(&["--duplicates=-0.1"]), Err("--duplicates -0.1"));
+        check(&with(&["--duration", "0s"]), Err("--duration \"0s\": must be longer than zero"));
+        check(&with(&["--duration", "2h"]), Err("--duration 2h: longer than the most"));
+        check(&with(&["--duration", "soon"]), Err("--duration \"soon\""));
+        check(&with(&["--connections", "0"]), Err("--connections 0: must be 1..=4096"));
+        check(&with(&["--requests", "0"]), Err("--requests 0"));
+        check(&with(&["--threads", "0"]), Err("--threads 0"));
+        let mut bad = BASE.to_vec();
+        bad[3] = "slack";
+        check(&bad, Err("--provider \"slack\": unknown or not supported by this build (supported: stripe, github, standard)"));
+        bad = BASE.to_vec();
+        bad[1] = "https://127.0.0.1/x";
+        check(&bad, Err("scheme \"https\" is not supported"));
+        bad[1] = "not a url";
+        check(&bad, Err("--target \"not a url\""));
+        bad = BASE.to_vec();
+        bad[3] = "standard";
+        bad[5] = "whsec_***";
+        check(&bad, Err("--secret: Standard Webhooks secret is not base64"));
+    }
+
+    #[test]
+    fn rate_and_max_conflict_in_clap() {
+        let argv = [&["hookwall", "loadgen"][..], &with(&["--rate", "5", "--max"])].concat();
+        let err = crate::cli::Cli::try_parse_from(argv).expect_err("conflict");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_target_becomes_a_request_line_and_host() {
+        let (_, authority, host, path) =
+            parse_target("http://localhost:9000/webhooks/a?b=1").expect("valid");
+        assert_eq!(
+            (authority, host.as_str(), path.as_str()),
+            (("localhost".to_owned(), 9000), "localhost:9000", "/webhooks/a?b=1")
+        );
+        let (_, authority, host, path) = parse_target("http://[::1]/").expect("valid");
+        assert_eq!(
+            (authority, host.as_str(), path.as_str()),
+            (("::1".to_owned(), 80), "[::1]", "/")
+        );
+    }
+}

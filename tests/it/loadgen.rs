@@ -1,0 +1,137 @@
+//! `hookwall loadgen` (SPEC §1) as a smoke test, never a speed test: a short bounded run per
+//! provider against a test hookwall, whose answers must add up (every request accepted or a
+//! duplicate; the duplicates are exactly the re-sends loadgen reports, near the asked share;
+//! hookwall's own counters agree), an `.hgrm` file that counts every request, and exit 2 for bad
+//! flags, exit 1 for a target that refuses connections.
+
+use std::process::{Command, Output};
+
+use crate::harness::{github_a, standard_a, stripe_a, Fixture, Io, Source};
+use crate::metrics::sample;
+use crate::sink::Script;
+
+/// Requests per run: enough for the duplicate share to be checked with wide bounds.
+const REQUESTS: u64 = 200;
+/// Asked duplicate share.
+const DUPLICATES: f64 = 0.25;
+
+fn loadgen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .arg("loadgen")
+        .args(args)
+        .output()
+        .expect("running hookwall loadgen")
+}
+
+fn count(v: &serde_json::Value, pointer: &str) -> u64 {
+    v.pointer(pointer).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+fn run_against(f: &Fixture, source: &Source, out: &std::path::Path) -> serde_json::Value {
+    let url = format!("http://{}/webhooks/{}", f.hw.ingress, source.id);
+    let requests = REQUESTS.to_string();
+    let duplicates = DUPLICATES.to_string();
+    let provider = match source.provider {
+        crate::sign::Provider::Stripe => "stripe",
+        crate::sign::Provider::Github => "github",
+        crate::sign::Provider::Standard => "standard",
+    };
+    let o = loadgen(&[
+        "--target",
+        &url,
+        "--provider",
+        provider,
+        "--secret",
+        source.secrets[0].1,
+        "--rate",
+        "400/s",
+        "--duration",
+        "60s",
+        "--requests",
+        &requests,
+        "--connections",
+        "4",
+        "--duplicates",
+        &duplicates,
+        "--json",
+        "--out",
+        out.to_str().expect("utf-8 temp path"),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "loadgen failed ({}): {stderr}", o.status);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("loadgen --json printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stdout))
+    })
+}
+
+#[test]
+fn loadgen_answers_add_up_for_every_provider() {
+    let f = Fixture::new(Io::Auto, Script::always(200));
+    let dir = tempfile::tempdir().expect("temp dir");
+    for source in [stripe_a(), github_a(), standard_a()] {
+        let hgrm = dir.path().join(format!("{}.hgrm", source.id));
+        let report = run_against(&f, &source, &hgrm);
+        let (sent, answered) = (count(&report, "/sent"), count(&report, "/answered"));
+        let accepted = count(&report, "/status/accepted");
+        let duplicate = count(&report, "/status/duplicate");
+        let dup_sent = count(&report, "/duplicates_sent");
+        assert_eq!((sent, answered), (REQUESTS, REQUESTS), "{}: {report}", source.id);
+        assert_eq!(count(&report, "/errors") + count(&report, "/timeouts"), 0, "{report}");
+        assert_eq!(count(&report, "/http/200"), REQUESTS, "{}: {report}", source.id);
+        assert_eq!(accepted + duplicate, REQUESTS, "{}: {report}", source.id);
+        // Each re-send repeats an event already answered on its connection: exactly the
+        // server's duplicates. The share is binomial around 25 %; these bounds are > 4 sd wide.
+        assert_eq!(duplicate, dup_sent, "{}: {report}", source.id);
+        assert!((20..=80).contains(&duplicate), "{}: duplicate share off: {report}", source.id);
+
+        let metrics = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+        let provider = report["provider"].as_str().expect("provider");
+        for (status, n) in [("accepted", accepted), ("duplicate", duplicate)] {
+            let labels = [("source", source.id), ("provider", provider), ("status", status)];
+            let got = sample(&metrics, "hookwall_ingress_requests_total", &labels);
+            assert_eq!(got, Some(n as f64), "{}: hookwall counted {status}", source.id);
+        }
+
+        let text = std::fs::read_to_string(&hgrm).expect("--out file written");
+        assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
+        let last_row = text.lines().take_while(|l| !l.starts_with('#')).last().expect("rows");
+        let fields: Vec<&str> = last_row.split_whitespace().collect();
+        assert_eq!(fields.get(1..3), Some(&["1.000000000000", "200"][..]), "{text}");
+    }
+}
+
+#[test]
+fn loadgen_refuses_bad_flags_with_exit_2() {
+    let base = ["--target", "http://127.0.0.1:9/x", "--provider", "stripe", "--secret", "whsec_x"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--duplicates", "1.5"], "--duplicates 1.5: must be a share in [0, 1)"),
+        (&["--rate", "0/s"], "--rate \"0/s\": must be more than 0"),
+        (&["--connections", "0"], "--connections 0: must be 1..="),
+        (&["--duration", "forever"], "--duration \"forever\""),
+        (&["--rate", "10", "--max"], "cannot be used with"),
+    ];
+    for (extra, message) in cases {
+        let o = loadgen(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+        assert!(o.stdout.is_empty(), "{extra:?}: no report on bad usage");
+    }
+    let o = loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "slack", "--secret", "s"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("supported: stripe, github, standard"));
+}
+
+#[test]
+fn loadgen_against_a_closed_port_exits_1() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("probe port");
+        l.local_addr().expect("addr").port()
+    }; // closed again: connections are refused
+    let url = format!("http://127.0.0.1:{port}/webhooks/x");
+    let o = loadgen(&["--target", &url, "--provider", "stripe", "--secret", "whsec_x"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+}
