@@ -33,6 +33,24 @@ fn unit_passes_systemd_analyze_verify() {
     assert!(!stderr.contains("hookwall.service:"), "no warnings about the unit:\n{stderr}");
 }
 
+/// The unit's hardening scores at most 2.5 on `systemd-analyze security` (0 = fully locked
+/// down, 10 = fully exposed; it scores 1.9 "OK" today): a regression in the sandboxing fails.
+#[test]
+fn unit_exposure_stays_low() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let unit = dir.path().join("hookwall.service");
+    let text = unit_text().replace("/usr/bin/hookwall", env!("CARGO_BIN_EXE_hookwall"));
+    std::fs::write(&unit, text).expect("writing the unit");
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--threshold=25"])
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze is installed (.ci/run installs systemd)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exposure above 2.5:\n{stdout}");
+    assert!(stdout.contains("Overall exposure level"), "{stdout}");
+}
+
 /// The io_uring back end needs io_uring_setup/enter/register; the unit's `SystemCallFilter=`
 /// must admit them (directly or through a group systemd expands to them).
 #[test]
