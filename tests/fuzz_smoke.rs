@@ -9,21 +9,10 @@
 #[path = "../fuzz/src/targets.rs"]
 mod targets;
 
-/// xorshift64*.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n.max(1) as u64).unwrap()
-    }
-}
+use rng::Rng;
 
 /// A mutation of `input`: byte flips, inserts of interesting bytes, deletions, duplications
 /// of a slice, or a splice with another corpus entry.

@@ -20,6 +20,11 @@ use crate::harness::{stripe_a, Hookwall, Io, Setup};
 use crate::sign::{self, Provider};
 use crate::sink::{Script, Sink};
 
+#[path = "../common/rng.rs"]
+mod rng;
+
+use rng::Rng;
+
 /// Sender threads per cycle.
 const SENDERS: usize = 8;
 /// Most events one sender posts in one cycle (the kill normally comes first).
@@ -43,18 +48,6 @@ struct Cycle {
     answered: usize,
     /// Sender threads finished.
     done: usize,
-}
-
-/// xorshift64*: the kill moments, reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
 fn env_number(name: &str) -> Option<u64> {
@@ -90,7 +83,7 @@ fn crash_loop(io: Io) {
     for cycle in 0..cycles {
         let mut hw = Hookwall::start(dir.path(), &setup);
         // Kill after 1..=300 answers: somewhere between right after start and deep in traffic.
-        let kill_after = 1 + usize::try_from(rng.next() % 300).expect("small");
+        let kill_after = 1 + rng.below(300);
         let earlier = Arc::new(acknowledged.clone());
         let state = Arc::new((Mutex::new(Cycle::default()), Condvar::new()));
         let senders: Vec<_> = (0..SENDERS)
