@@ -110,8 +110,11 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>, refu
     }
     let mut buf = vec![0u8; RECV_BUFFER_BYTES];
     let mut wire = Vec::new();
+    // The peer ended its TLS session (`close_notify`) after its last request: answer what
+    // arrived, then close instead of reading again.
+    let mut peer_done = false;
     loop {
-        if stopping.get() {
+        if stopping.get() || peer_done {
             conn.drain();
         }
         let mut pending: Option<tokio::sync::oneshot::Receiver<Decision>> = None;
@@ -136,41 +139,59 @@ async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>, refu
                 let decision = rx.await.unwrap_or(Decision::Unavailable);
                 conn.on_decision(ctx, decision);
             }
-            Step::NeedRead => {
-                if !read(ctx, &mut stream, &mut conn, &mut buf, stopping).await {
+            Step::NeedRead if peer_done => return,
+            Step::NeedRead => match read(ctx, &mut stream, &mut conn, &mut buf, stopping).await {
+                ReadOutcome::More => {}
+                ReadOutcome::Last => peer_done = true,
+                ReadOutcome::Close => {
                     let _ = flush(&mut stream, &mut conn, &mut wire).await;
                     return;
                 }
-            }
+            },
         }
     }
 }
 
-/// Reads once (waking every tick for `read_timeout`). Returns false when the connection
-/// must close (EOF, error, timeout).
+/// What one [`read`] left the connection to do.
+enum ReadOutcome {
+    /// Bytes arrived: process them, then read again.
+    More,
+    /// The last bytes arrived (TLS `close_notify`): process and answer them, then close.
+    Last,
+    /// Close after one more flush: EOF, an error, a TLS alert, a timeout, or too much input.
+    Close,
+}
+
+/// Reads once (waking every tick for `read_timeout`).
 async fn read(
     ctx: &CoreCtx,
     stream: &mut TcpStream,
     conn: &mut Conn,
     buf: &mut [u8],
     stopping: &Cell<bool>,
-) -> bool {
+) -> ReadOutcome {
     loop {
         match tokio::time::timeout(TICK, stream.read(buf)).await {
-            Ok(Ok(0) | Err(_)) => return false,
+            Ok(Ok(0) | Err(_)) => return ReadOutcome::Close,
             Ok(Ok(n)) => {
                 let received = conn.receive(&buf[..n], clock::monotonic());
-                // A TLS alert or close_notify ends the connection after one more flush.
-                return received == Received::Ok && conn.input.len() <= ctx.input_bytes_max();
+                if conn.input.len() > ctx.input_bytes_max() {
+                    return ReadOutcome::Close;
+                }
+                return match received {
+                    Received::Ok => ReadOutcome::More,
+                    Received::Closed => ReadOutcome::Last,
+                    Received::Fatal => ReadOutcome::Close,
+                };
             }
             Err(_elapsed) => {
                 if conn.on_tick(ctx, clock::monotonic()) {
-                    return false;
+                    return ReadOutcome::Close;
                 }
                 if stopping.get() {
                     conn.drain();
                     if conn.idle() {
-                        return false;
+                        return ReadOutcome::Close;
                     }
                 }
             }

@@ -558,8 +558,9 @@ impl Core {
                 return;
             }
             if received != Received::Ok {
-                // TLS alert or close_notify: answer what is pending, flush, then close.
+                // TLS alert or close_notify: answer what is pending (saying so), flush, close.
                 s.close_after_flush = true;
+                s.conn.drain();
                 self.drive(slot);
                 return;
             }

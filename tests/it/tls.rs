@@ -163,6 +163,30 @@ on_both_io! {
     }
 }
 
+on_both_io! {
+    /// A TLS client that sends its request and then `close_notify` at once (a TLS half-close)
+    /// still gets its answer, marked `Connection: close`, before the connection ends.
+    fn request_then_close_notify_is_answered(io: Io) {
+        let (_dir, _sink, hw, root) = start(io);
+        let mut conn =
+            TlsConn::connect(hw.ingress, client_config(&root, &[&rustls::version::TLS13]))
+                .expect("handshake");
+        let id = sign::unique_id("evt_close_notify");
+        let body = sign::body(Provider::Stripe, &id, "close_notify");
+        let source = harness::stripe_a();
+        let h = sign::headers(Provider::Stripe, source.secrets[0].1, &id, sign::now_unix_s(), &body);
+        let request = client::request("POST", "/webhooks/stripe-a", &h, &body);
+        conn.stream.write_all(&request).expect("write");
+        conn.stream.conn.send_close_notify();
+        conn.stream.flush().expect("flush request and close_notify together");
+        let mut got = Vec::new();
+        let _ = conn.stream.read_to_end(&mut got); // the answer, then the server's close
+        let (r, _) = client::parse_response(&got).expect("parse").expect("a whole response");
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+        assert_eq!(r.header("connection"), Some("close"), "{r}");
+    }
+}
+
 /// A TLS 1.1 ClientHello (no `supported_versions` extension, two TLS 1.0-era RSA suites).
 fn tls11_client_hello() -> Vec<u8> {
     let mut hello = vec![0x03, 0x02]; // client_version TLS 1.1
