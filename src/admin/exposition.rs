@@ -28,6 +28,16 @@ const ACK_LATENCY: Family = Family {
     kind: "summary",
     help: "Request fully read to response written, seconds.",
 };
+const SHED: Family = Family {
+    name: "hookwall_ingress_shed_total",
+    kind: "counter",
+    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, by source.",
+};
+const DEADLINE_MISSES: Family = Family {
+    name: "hookwall_ingress_deadline_misses_total",
+    kind: "counter",
+    help: "Answers written later than the source's ack deadline after the request was read, by source.",
+};
 const CONNECTIONS: Family = Family {
     name: "hookwall_ingress_connections_open",
     kind: "gauge",
@@ -62,9 +72,11 @@ const DLQ_DEPTH: Family =
     Family { name: "hookwall_dlq_depth", kind: "gauge", help: "Dead-lettered events, by source." };
 
 /// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
-pub const METRIC_NAMES: [&str; 9] = [
+pub const METRIC_NAMES: [&str; 11] = [
     REQUESTS.name,
     ACK_LATENCY.name,
+    SHED.name,
+    DEADLINE_MISSES.name,
     CONNECTIONS.name,
     COMMIT.name,
     BATCH.name,
@@ -87,6 +99,7 @@ pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     let mut out = Out(String::with_capacity(16 * 1024));
     requests(&mut out, config, metrics);
     ack_latency(&mut out, config, metrics);
+    deadlines(&mut out, config, metrics);
     out.family(&CONNECTIONS);
     let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
     out.sample(CONNECTIONS.name, &[], &open.to_string());
@@ -121,6 +134,26 @@ fn ack_latency(out: &mut Out, config: &Config, metrics: &Metrics) {
             core.merge_ack_into(i, &mut merged);
         }
         out.summary(ACK_LATENCY.name, &[("source", &source.id)], &merged, MICROS);
+    }
+}
+
+fn deadlines(out: &mut Out, config: &Config, metrics: &Metrics) {
+    let totals: Vec<(u64, u64)> = (0..config.sources.len())
+        .map(|i| {
+            metrics
+                .cores
+                .iter()
+                .map(|c| c.shed_and_misses(i))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        })
+        .collect();
+    out.family(&SHED);
+    for (source, (shed, _)) in config.sources.iter().zip(&totals) {
+        out.sample(SHED.name, &[("source", &source.id)], &shed.to_string());
+    }
+    out.family(&DEADLINE_MISSES);
+    for (source, (_, misses)) in config.sources.iter().zip(&totals) {
+        out.sample(DEADLINE_MISSES.name, &[("source", &source.id)], &misses.to_string());
     }
 }
 

@@ -129,6 +129,8 @@ pub struct Setup {
     pub env: Vec<(String, String)>,
     /// Extra `serve` arguments (after `-c FILE`).
     pub serve_args: Vec<String>,
+    /// Extra TOML lines for one source: `(source id, "key = value")`.
+    pub source_lines: Vec<(&'static str, String)>,
 }
 
 impl Setup {
@@ -148,6 +150,7 @@ impl Setup {
             nofile: None,
             env: Vec::new(),
             serve_args: Vec::new(),
+            source_lines: Vec::new(),
         }
     }
 
@@ -181,6 +184,9 @@ impl Setup {
                 .map(|(id, value)| format!("{{ id = {}, value = {} }}", quote(id), quote(value)))
                 .collect();
             let _ = writeln!(t, "secrets = [{}]", secrets.join(", "));
+            for (_, line) in self.source_lines.iter().filter(|(id, _)| *id == s.id) {
+                let _ = writeln!(t, "{line}");
+            }
             let _ = writeln!(t, "destination = \"sink\"\n");
         }
         let _ = writeln!(t, "[[destination]]");

@@ -44,6 +44,7 @@ mod lifecycle;
 mod loadgen;
 mod logs;
 mod metrics;
+mod shedding;
 mod sign;
 mod sink;
 mod systemd;
