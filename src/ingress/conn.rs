@@ -216,6 +216,7 @@ impl Conn {
                 // Deadline-aware admission (R17): refuse now what could not be acked in time.
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
                 if ctx.ledger.admission_wait(&admission.key) > budget {
+                    ctx.ledger.shed(&admission.key);
                     ctx.stats.count_shed(source);
                     let answer = Answer::Overloaded;
                     self.answer(

@@ -218,6 +218,16 @@ impl Ledger {
         )
     }
 
+    /// Tells the ledger that an admission of `key` was shed on [`Ledger::admission_wait`]'s
+    /// word: the shard's learned costs decay by 1/8. Only admitted events teach the estimate,
+    /// so without this a shard whose estimate went high (a disk stall) would shed every later
+    /// delivery forever; with it, a few sheds let one through to measure the disk again. Under
+    /// a lasting stall one delivery in k + 1 is admitted as that probe, k = ln(estimate /
+    /// budget) / ln(8/7): about 5 when the estimate is twice the budget, 17 at ten times.
+    pub fn shed(&self, key: &str) {
+        self.inner.shared.costs[self.shard_of(key)].decay();
+    }
+
     /// Records a refused body, minimised (R23), best effort: no fsync is awaited and the record
     /// is dropped (and counted, see [`Ledger::rejects_dropped`]) when the queue is full.
     pub fn reject(&self, r: RejectedRecord) {

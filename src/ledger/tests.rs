@@ -407,5 +407,10 @@ fn the_admission_wait_is_learned_from_synced_commits() {
     let (ledger, _) = open(dir.path(), 1);
     assert_eq!(ledger.admission_wait("t/s/a").as_nanos(), 0, "nothing learned before a commit");
     assert_eq!(decide(&ledger, "t/s/a", 1, 0, 5), Decision::Accepted);
-    assert!(ledger.admission_wait("t/s/b").as_nanos() > 0, "a synced commit was learned");
+    let learned = ledger.admission_wait("t/s/b");
+    assert!(learned.as_nanos() > 0, "a synced commit was learned");
+    for _ in 0..200 {
+        ledger.shed("t/s/b");
+    }
+    assert!(ledger.admission_wait("t/s/b") < learned / 1000, "sheds decay the estimate");
 }

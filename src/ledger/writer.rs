@@ -42,7 +42,8 @@ pub(super) struct Shared {
 }
 
 /// Moving averages (weight 1/8 for each new turn) of one shard writer's turns, in ns: read by
-/// [`super::Ledger::admission_wait`] on the ingress cores, written by the writer only.
+/// [`super::Ledger::admission_wait`] on the ingress cores, learned by the writer, and decayed
+/// by [`super::Ledger::shed`] (a lost update between the two only delays a decay).
 #[derive(Default)]
 pub(super) struct ShardCost {
     /// Duration of one batch write (the fsync included when synced).
@@ -55,6 +56,14 @@ impl ShardCost {
     fn learn(&self, commit_ns: u64, item_ns: u64) {
         ewma(&self.commit_ns, commit_ns);
         ewma(&self.item_ns, item_ns);
+    }
+
+    /// Lowers both averages by 1/8 (see [`super::Ledger::shed`]).
+    pub fn decay(&self) {
+        for avg in [&self.commit_ns, &self.item_ns] {
+            let old = avg.load(Ordering::Relaxed);
+            avg.store(old - old / 8, Ordering::Relaxed);
+        }
     }
 }
 
