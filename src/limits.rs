@@ -42,6 +42,11 @@ const _: () = assert!(RECV_BUFFERS_PER_CORE.is_power_of_two());
 const _: () = assert!(COMMIT_BATCH_MAX <= SHARD_QUEUE_MAX);
 const _: () = assert!(CORES_MAX >= SHARDS_MAX);
 
+/// Deadline-aware admission (R17): a delivery whose estimated wait for its commit exceeds this
+/// share of its source's `ack_deadline` is answered 503 `overloaded` at once, leaving the rest
+/// of the deadline for the network and the sender's own timer.
+pub const ACK_DEADLINE_SHED_SHARE: f64 = 0.5;
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

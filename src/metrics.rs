@@ -90,6 +90,11 @@ pub struct CoreStats {
     pub connections_open: AtomicI64,
     /// Connections refused at a connection limit, by [`crate::ingress::gate::Refusal`].
     pub connections_refused: [AtomicU64; 2],
+    /// Per source: deliveries answered 503 `overloaded` by deadline-aware admission.
+    shed: Box<[AtomicU64]>,
+    /// Per source: answers written later than the source's `ack_deadline` after the request
+    /// was fully read.
+    deadline_misses: Box<[AtomicU64]>,
 }
 
 impl CoreStats {
@@ -110,7 +115,29 @@ impl CoreStats {
             ack_latency_us: (0..sources).map(|_| Mutex::new(latency_histogram())).collect(),
             connections_open: AtomicI64::new(0),
             connections_refused: [AtomicU64::new(0), AtomicU64::new(0)],
+            shed: (0..sources).map(|_| AtomicU64::new(0)).collect(),
+            deadline_misses: (0..sources).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Counts one delivery of `source` shed by deadline-aware admission.
+    pub fn count_shed(&self, source: usize) {
+        if let Some(c) = self.shed.get(source) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts one answer of `source` written after its `ack_deadline`.
+    pub fn count_deadline_miss(&self, source: usize) {
+        if let Some(c) = self.deadline_misses.get(source) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `(shed, deadline misses)` counted for `source`.
+    pub fn shed_and_misses(&self, source: usize) -> (u64, u64) {
+        let load = |v: &[AtomicU64]| v.get(source).map_or(0, |c| c.load(Ordering::Relaxed));
+        (load(&self.shed), load(&self.deadline_misses))
     }
 
     /// Counts one answer for `source` (`None` = unknown source / before routing).

@@ -39,6 +39,16 @@ const ACK_LATENCY: Family = Family {
     kind: "summary",
     help: "Request fully read to response written, seconds.",
 };
+const SHED: Family = Family {
+    name: "hookwall_ingress_shed_total",
+    kind: "counter",
+    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, by source.",
+};
+const DEADLINE_MISSES: Family = Family {
+    name: "hookwall_ingress_deadline_misses_total",
+    kind: "counter",
+    help: "Answers written later than the source's ack deadline after the request was read, by source.",
+};
 const CONNECTIONS: Family = Family {
     name: "hookwall_ingress_connections_open",
     kind: "gauge",
@@ -88,11 +98,13 @@ const RELOAD_OK: Family = Family {
 };
 
 /// Every metric family hookwall exposes, in exposition order: the closed list (STYLE).
-pub const METRIC_NAMES: [&str; 14] = [
+pub const METRIC_NAMES: [&str; 16] = [
     REQUESTS.name,
     EVENTS.name,
     ACK_LATENCY.name,
     ACK_DEADLINE.name,
+    SHED.name,
+    DEADLINE_MISSES.name,
     CONNECTIONS.name,
     REFUSED.name,
     COMMIT.name,
@@ -120,6 +132,7 @@ pub fn render_metrics(config: &Config, metrics: &Metrics) -> String {
     events(&mut out, config, metrics);
     ack_latency(&mut out, config, metrics);
     ack_deadline(&mut out, config);
+    deadlines(&mut out, config, metrics);
     out.family(&CONNECTIONS);
     let open: i64 = metrics.cores.iter().map(|c| c.connections_open.load(relaxed())).sum();
     out.sample(CONNECTIONS.name, &[], &open.to_string());
@@ -198,6 +211,26 @@ fn ack_latency(out: &mut Out, config: &Config, metrics: &Metrics) {
             core.merge_ack_into(i, &mut merged);
         }
         out.summary(ACK_LATENCY.name, &[("source", &source.id)], &merged, MICROS);
+    }
+}
+
+fn deadlines(out: &mut Out, config: &Config, metrics: &Metrics) {
+    let totals: Vec<(u64, u64)> = (0..config.sources.len())
+        .map(|i| {
+            metrics
+                .cores
+                .iter()
+                .map(|c| c.shed_and_misses(i))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        })
+        .collect();
+    out.family(&SHED);
+    for (source, (shed, _)) in config.sources.iter().zip(&totals) {
+        out.sample(SHED.name, &[("source", &source.id)], &shed.to_string());
+    }
+    out.family(&DEADLINE_MISSES);
+    for (source, (_, misses)) in config.sources.iter().zip(&totals) {
+        out.sample(DEADLINE_MISSES.name, &[("source", &source.id)], &misses.to_string());
     }
 }
 

@@ -20,6 +20,7 @@ use crate::clock;
 use crate::config::Live;
 use crate::http::{self, Frame, Framer};
 use crate::ledger::{Decision, Ledger, Reply};
+use crate::limits::ACK_DEADLINE_SHED_SHARE;
 use crate::metrics::CoreStats;
 use crate::pipeline::{self, Handled, Pipeline};
 
@@ -415,6 +416,22 @@ impl Conn {
             Handled::Admit(admission) => {
                 ctx.stats.events.count(source, admission.event_type.as_deref());
                 let event_id = pipeline::event_id_of(&admission.key).to_owned();
+                // Deadline-aware admission (R17): refuse now what could not be acked in time.
+                let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
+                if ctx.ledger.admission_wait(&admission.key) > budget {
+                    ctx.ledger.shed(&admission.key);
+                    ctx.stats.count_shed(source);
+                    let answer = Answer::Overloaded;
+                    self.answer(
+                        ctx,
+                        Some(source),
+                        answer,
+                        Some(&event_id),
+                        keep_alive,
+                        Some(read_at),
+                    );
+                    return;
+                }
                 match ctx.ledger.admit(admission) {
                     Ok(()) => {
                         self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
@@ -489,6 +506,9 @@ impl Conn {
             let waited = clock::monotonic().duration_since(read_at);
             let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
             ctx.stats.record_ack_us(source, micros);
+            if waited > ctx.pipeline().config.sources[source].ack_deadline {
+                ctx.stats.count_deadline_miss(source);
+            }
         }
         tracing::debug!(source = ?source.map(|s| ctx.pipeline().config.sources[s].id.clone()), status = answer.code(), "answered");
         let now = clock::monotonic();

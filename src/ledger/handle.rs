@@ -10,7 +10,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::codec::{self, DecodeError};
 use super::store::{self, Db};
-use super::writer::{Queued, Queues, Shared, Writer};
+use super::writer::{Queued, Queues, ShardCost, Shared, Writer};
 use super::{Admission, RejectedRecord, Settlement};
 use crate::limits::{SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
 use crate::metrics::Metrics;
@@ -126,6 +126,7 @@ impl Ledger {
             source_ids: opts.source_ids,
             rejects_dropped: AtomicU64::new(0),
             sync: opts.sync,
+            costs: (0..shards).map(|_| ShardCost::default()).collect(),
         });
         let mut writers = Vec::with_capacity(shards);
         let mut pending = vec![0i64; shared.source_ids.len()];
@@ -201,6 +202,32 @@ impl Ledger {
         self.inner.queues[shard].admit.try_send(Queued::new(a)).map_err(|e| e.into_inner().take())
     }
 
+    /// How long an admission of `key` handed over now would wait for its commit, estimated
+    /// from the shard's queue and its recent turns: the commits needed to drain what is queued
+    /// ahead (`COMMIT_BATCH_MAX` per commit) plus its own, each at the recent commit time, plus
+    /// the recent per-item cost of everything ahead. Zero before the shard's first commit.
+    /// Read by ingress for deadline-aware admission (R17).
+    pub fn admission_wait(&self, key: &str) -> std::time::Duration {
+        let shard = self.shard_of(key);
+        let ahead = self.inner.queues[shard].admit.len();
+        let cost = &self.inner.shared.costs[shard];
+        estimate_wait(
+            ahead,
+            cost.commit_ns.load(Ordering::Relaxed),
+            cost.item_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Tells the ledger that an admission of `key` was shed on [`Ledger::admission_wait`]'s
+    /// word: the shard's learned costs decay by 1/8. Only admitted events teach the estimate,
+    /// so without this a shard whose estimate went high (a disk stall) would shed every later
+    /// delivery forever; with it, a few sheds let one through to measure the disk again. Under
+    /// a lasting stall one delivery in k + 1 is admitted as that probe, k = ln(estimate /
+    /// budget) / ln(8/7): about 5 when the estimate is twice the budget, 17 at ten times.
+    pub fn shed(&self, key: &str) {
+        self.inner.shared.costs[self.shard_of(key)].decay();
+    }
+
     /// Records a refused body, minimised (R23), best effort: no fsync is awaited and the record
     /// is dropped (and counted, see [`Ledger::rejects_dropped`]) when the queue is full.
     pub fn reject(&self, r: RejectedRecord) {
@@ -242,6 +269,16 @@ impl Ledger {
     pub fn shutdown(&self) {
         self.inner.shutdown();
     }
+}
+
+/// The wait estimate of [`Ledger::admission_wait`]: `ahead` queued admissions, recent commit
+/// time and per-item cost in ns.
+pub(super) fn estimate_wait(ahead: usize, commit_ns: u64, item_ns: u64) -> std::time::Duration {
+    let ahead = u64::try_from(ahead).unwrap_or(u64::MAX);
+    let batch = u64::try_from(crate::limits::COMMIT_BATCH_MAX).expect("a small constant");
+    let commits = ahead / batch + 1;
+    let ns = commits.saturating_mul(commit_ns).saturating_add(ahead.saturating_mul(item_ns));
+    std::time::Duration::from_nanos(ns)
 }
 
 impl Inner {

@@ -384,3 +384,34 @@ fn failed_write_fails_closed() {
     check(&ledger, "t/s/full", 3, Decision::Accepted);
     assert!(ledger.healthy());
 }
+
+#[test]
+fn the_admission_wait_counts_commits_and_items_ahead() {
+    use super::handle::estimate_wait;
+    use std::time::Duration;
+    let cases = [
+        // (queued ahead, commit ns, per-item ns) → ns
+        ((0, 0, 0), 0),
+        ((0, 300_000, 20_000), 300_000),
+        ((10, 300_000, 20_000), 300_000 + 10 * 20_000),
+        ((1024, 300_000, 0), 2 * 300_000),
+        ((8192, 1_000_000_000, 0), 9 * 1_000_000_000),
+    ];
+    for ((ahead, commit, item), ns) in cases {
+        assert_eq!(estimate_wait(ahead, commit, item), Duration::from_nanos(ns), "{ahead}");
+    }
+}
+
+#[test]
+fn the_admission_wait_is_learned_from_synced_commits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ledger, _) = open(dir.path(), 1);
+    assert_eq!(ledger.admission_wait("t/s/a").as_nanos(), 0, "nothing learned before a commit");
+    assert_eq!(decide(&ledger, "t/s/a", 1, 0, 5), Decision::Accepted);
+    let learned = ledger.admission_wait("t/s/b");
+    assert!(learned.as_nanos() > 0, "a synced commit was learned");
+    for _ in 0..200 {
+        ledger.shed("t/s/b");
+    }
+    assert!(ledger.admission_wait("t/s/b") < learned / 1000, "sheds decay the estimate");
+}

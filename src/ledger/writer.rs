@@ -37,6 +37,42 @@ pub(super) struct Shared {
     pub rejects_dropped: AtomicU64,
     /// Whether batches are written with `sync = true`.
     pub sync: bool,
+    /// Per shard: what its recent turns cost, for the admission-wait estimate.
+    pub costs: Box<[ShardCost]>,
+}
+
+/// Moving averages (weight 1/8 for each new turn) of one shard writer's turns, in ns: read by
+/// [`super::Ledger::admission_wait`] on the ingress cores, learned by the writer, and decayed
+/// by [`super::Ledger::shed`] (a lost update between the two only delays a decay).
+#[derive(Default)]
+pub(super) struct ShardCost {
+    /// Duration of one batch write (the fsync included when synced).
+    pub commit_ns: AtomicU64,
+    /// The rest of a turn (decide, reply) per item.
+    pub item_ns: AtomicU64,
+}
+
+impl ShardCost {
+    fn learn(&self, commit_ns: u64, item_ns: u64) {
+        ewma(&self.commit_ns, commit_ns);
+        ewma(&self.item_ns, item_ns);
+    }
+
+    /// Lowers both averages by 1/8 (see [`super::Ledger::shed`]).
+    pub fn decay(&self) {
+        for avg in [&self.commit_ns, &self.item_ns] {
+            let old = avg.load(Ordering::Relaxed);
+            avg.store(old - old / 8, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Folds `sample` into the moving average in `avg` (the first sample is taken as is). Only the
+/// shard's own writer stores, so a load-then-store is enough.
+fn ewma(avg: &AtomicU64, sample: u64) {
+    let old = avg.load(Ordering::Relaxed);
+    let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
+    avg.store(new.max(1), Ordering::Relaxed);
 }
 
 /// Something queued for a writer that must be answered exactly once, even if it is dropped
@@ -229,6 +265,8 @@ impl Writer {
     }
 
     fn process(&mut self, items: Vec<Item>) {
+        let started = clock::monotonic();
+        let count = items.len();
         let due_ms = clock::now_unix_ms().max(self.last_due_ms);
         let mut d = Drain::new(self.next_seq, due_ms);
         for item in items {
@@ -238,9 +276,24 @@ impl Writer {
                 Item::Reject(r) => self.reject(&mut d, &r),
             }
         }
-        let written = d.durable_writes + d.rejects == 0 || self.commit(&mut d);
+        // Only synced writes teach the estimate: admissions wait for those.
+        let synced = d.acked_writes > 0;
+        let mut commit_ns = 0;
+        let written = d.durable_writes + d.rejects == 0 || {
+            let commit_started = clock::monotonic();
+            let ok = self.commit(&mut d);
+            commit_ns = nanos(clock::monotonic().duration_since(commit_started));
+            ok
+        };
         if written {
             self.apply(&mut d);
+        }
+        // Learned before the replies go out: a sender answered now meets the new estimate.
+        if synced && commit_ns > 0 {
+            let rest_ns =
+                nanos(clock::monotonic().duration_since(started)).saturating_sub(commit_ns);
+            let per_item = rest_ns / u64::try_from(count.max(1)).unwrap_or(1);
+            self.shared.costs[self.shard].learn(commit_ns, per_item);
         }
         d.answer(written);
     }
@@ -562,4 +615,8 @@ fn take_settle(q: &Queues) -> Option<Item> {
 
 fn take_reject(q: &Queues) -> Option<Item> {
     q.reject.try_recv().ok().map(Item::Reject)
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

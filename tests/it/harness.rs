@@ -139,6 +139,8 @@ pub struct Setup {
     pub server_extra: String,
     /// `server.read_timeout`.
     pub read_timeout: &'static str,
+    /// Extra TOML lines for one source: `(source id, "key = value")`.
+    pub source_lines: Vec<(&'static str, String)>,
 }
 
 impl Setup {
@@ -160,6 +162,7 @@ impl Setup {
             serve_args: Vec::new(),
             server_extra: String::new(),
             read_timeout: "10s",
+            source_lines: Vec::new(),
         }
     }
 
@@ -197,6 +200,9 @@ impl Setup {
             if !s.event_types.is_empty() {
                 let types: Vec<String> = s.event_types.iter().map(|t| quote(t)).collect();
                 let _ = writeln!(t, "event_types = [{}]", types.join(", "));
+            }
+            for (_, line) in self.source_lines.iter().filter(|(id, _)| *id == s.id) {
+                let _ = writeln!(t, "{line}");
             }
             let _ = writeln!(t, "destination = \"sink\"\n");
         }

@@ -48,6 +48,7 @@ mod logs;
 mod metrics;
 mod observability;
 mod reload;
+mod shedding;
 mod sign;
 mod sink;
 mod systemd;
