@@ -1,4 +1,5 @@
-//! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`.
+//! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`,
+//! `hookwall verify`, `hookwall dlq …` (the operator CLI, `dlq.rs`).
 //! Exit codes: 0 ok, 2 bad usage or config, 1 runtime failure.
 
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ pub enum Command {
     /// Offline: is this captured delivery (body on stdin) authentic and fresh? Exit 0 yes,
     /// 1 no (the reason on stderr), 2 bad usage.
     Verify(VerifyArgs),
+    /// Operator tooling over the admin API: list, inspect, replay and drop events (R20).
+    Dlq(crate::dlq::DlqArgs),
 }
 
 /// `verify`'s arguments (SPEC §1).
@@ -103,6 +106,7 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Verify(args) => verify(args),
+        Command::Dlq(args) => crate::dlq::run(args),
         Command::Serve(ServeArgs { config: arg, log_format }) => {
             init_logging(log_format);
             abort_on_panic();

@@ -57,16 +57,24 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     .map_err(|e| ledger_open_error(&config, &e))?;
 
     let health = ledger.clone();
+    let controls = Arc::new(dispatch::Controls::new(&config, Arc::clone(&notify)));
     let admin_state = Arc::new(AdminState {
         config: Arc::clone(&config),
         metrics: Arc::clone(&metrics),
         ledger_healthy: Box::new(move || health.healthy()),
         listeners_bound: AtomicBool::new(false),
+        operator: Some(admin::Operator { ledger: ledger.clone(), controls: Arc::clone(&controls) }),
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
     let inbox: Arc<dyn ledger::Inbox> = Arc::new(ledger.clone());
-    let dispatcher = dispatch::spawn(Arc::clone(&config), inbox, notify, Arc::clone(&metrics))
-        .context("starting the dispatcher")?;
+    let dispatcher = dispatch::spawn_controlled(
+        Arc::clone(&config),
+        inbox,
+        notify,
+        Arc::clone(&metrics),
+        controls,
+    )
+    .context("starting the dispatcher")?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let pipeline = Arc::new(Pipeline::new(Arc::clone(&config)));

@@ -20,7 +20,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::types::{
-    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
+    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
     SourceConfig,
 };
 use crate::limits;
@@ -160,6 +160,7 @@ struct RawDestination {
     backoff_max: Option<String>,
     concurrency_max: Option<i64>,
     signing_secret: Option<RawSecretRef>,
+    paused: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -641,7 +642,26 @@ impl Check<'_> {
             self.error("admin.token_file", "is empty; omit it to disable /admin/*");
         }
         let token_file = raw.token_file.as_deref().filter(|p| !p.is_empty()).map(PathBuf::from);
-        AdminConfig { token_file }
+        let token = token_file.as_ref().and_then(|path| self.admin_token(path));
+        AdminConfig { token_file, token }
+    }
+
+    /// Reads the admin bearer token: a missing, unreadable or empty file is an error (an
+    /// admin API configured without a usable token would lock every operator out).
+    fn admin_token(&mut self, path: &Path) -> Option<AdminToken> {
+        match std::fs::read_to_string(path) {
+            Ok(text) if text.trim().is_empty() => {
+                let message =
+                    format!("{} is empty; write the bearer token into it", path.display());
+                self.error("admin.token_file", message);
+                None
+            }
+            Ok(text) => Some(AdminToken(text.trim().to_owned())),
+            Err(e) => {
+                self.error("admin.token_file", format!("cannot read {}: {e}", path.display()));
+                None
+            }
+        }
     }
 
     fn destinations(&mut self, raw: &[RawDestination]) -> Vec<DestinationConfig> {
@@ -692,6 +712,7 @@ impl Check<'_> {
             backoff_min,
             backoff_max,
             concurrency_max: usize::try_from(concurrency).unwrap_or(64),
+            paused: raw.paused.unwrap_or(false),
         }
     }
 

@@ -81,8 +81,22 @@ pub struct LedgerConfig {
 /// `[admin]`.
 #[derive(Debug)]
 pub struct AdminConfig {
-    /// File holding the bearer token for `/admin/*`; `None` disables `/admin/*` (answers 404).
+    /// File holding the bearer token for `/admin/*`; `None` disables `/admin/*` (every
+    /// `/admin/*` request is answered 403 `admin_disabled`).
     pub token_file: Option<PathBuf>,
+    /// The token read from `token_file` at load (surrounding whitespace trimmed); `Some`
+    /// exactly when `token_file` is set (a missing or empty file is a config error).
+    pub token: Option<AdminToken>,
+}
+
+/// The admin bearer token. Its `Debug` never prints it (R28).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(pub String);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(..)")
+    }
 }
 
 /// One verification secret of a source, ready to use (R3: several per source for rotation).
@@ -158,4 +172,7 @@ pub struct DestinationConfig {
     pub backoff_max: Duration,
     /// In-flight attempts to this destination, at least 1.
     pub concurrency_max: usize,
+    /// Whether the destination starts paused (`paused = true`: events are admitted and wait,
+    /// no attempt is made until `POST /admin/destinations/{id}/resume`). Default `false`.
+    pub paused: bool,
 }

@@ -134,6 +134,7 @@ mod tests {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(3600),
             concurrency_max: 4,
+            paused: false,
         }
     }
 

@@ -74,6 +74,11 @@ pub(super) struct Engine {
     /// Whether the last scan may have left due events unread or unstarted (it hit its limit
     /// or a destination was full): then freed slots are worth a scan.
     backlog: bool,
+    /// Pause switches of the destinations.
+    controls: Arc<super::Controls>,
+    /// `controls.resumes()` at the last scan: a change means a destination was resumed, and
+    /// the events held back for it lie behind the cursors.
+    resumes_seen: u64,
 }
 
 /// What woke the loop.
@@ -92,6 +97,7 @@ impl Engine {
         notify: Arc<Notify>,
         metrics: Arc<Metrics>,
         client: reqwest::Client,
+        controls: Arc<super::Controls>,
     ) -> Engine {
         // Each in-flight slot sends exactly one reply, so the channel holds at most
         // `in_flight.len()` messages: bounded by the set it serves.
@@ -117,6 +123,8 @@ impl Engine {
             scan_at: now,
             scan_wanted: true,
             backlog: false,
+            resumes_seen: controls.resumes(),
+            controls,
         }
     }
 
@@ -197,7 +205,10 @@ impl Engine {
             return IDLE_WAIT_MAX;
         }
         let now = crate::clock::monotonic();
-        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY {
+        let resumes = self.controls.resumes();
+        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY || resumes != self.resumes_seen
+        {
+            self.resumes_seen = resumes;
             self.full_scan_at = now;
             self.cursors.iter_mut().for_each(|c| *c = None);
         }
@@ -231,11 +242,14 @@ impl Engine {
         }
     }
 
-    /// Attempts that could start now, over all destinations: a scan never reads more events
-    /// than can be started (reading bodies that would only be dropped is wasted IO).
+    /// Attempts that could start now, over all running (not paused) destinations: a scan
+    /// never reads more events than can be started (reading bodies that would only be dropped
+    /// is wasted IO), and with every destination paused nothing is scanned at all.
     fn free_slots(&self) -> usize {
         let config = &self.config.destinations;
-        config.iter().zip(&self.busy).map(|(d, busy)| d.concurrency_max.saturating_sub(*busy)).sum()
+        let free =
+            config.iter().zip(&self.busy).enumerate().filter(|(i, _)| !self.controls.paused(*i));
+        free.map(|(_, (d, busy))| d.concurrency_max.saturating_sub(*busy)).sum()
     }
 
     /// Reads up to `limit` due events per shard off the tokio thread (the ledger read may
@@ -272,6 +286,10 @@ impl Engine {
             self.unroutable(event);
             return true;
         };
+        if self.controls.paused(destination) {
+            // Not held: the cursor moves on, and a resume rescans from the head.
+            return true;
+        }
         if self.busy[destination] >= dest.concurrency_max {
             return false;
         }

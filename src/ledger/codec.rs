@@ -64,6 +64,19 @@ impl EventState {
         }
     }
 
+    /// The state named `code` (the inverse of [`EventState::code`]).
+    pub fn from_code(code: &str) -> Option<EventState> {
+        [
+            EventState::Received,
+            EventState::Failed,
+            EventState::Delivered,
+            EventState::Dead,
+            EventState::Dropped,
+        ]
+        .into_iter()
+        .find(|s| s.code() == code)
+    }
+
     fn tag(self) -> u8 {
         match self {
             EventState::Received => 0,
@@ -163,6 +176,59 @@ pub struct RejectRecord {
     pub body_bytes: u64,
     /// SHA-256 of the body.
     pub fingerprint: [u8; 32],
+}
+
+/// One operator action (`audit` value, R20): who, what, on which event or destination, why.
+/// Never a token or a payload: the actor is a token id (a hash prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// When the action was committed, Unix ms.
+    pub at_ms: u64,
+    /// Who: the first 8 hex digits of SHA-256 of the bearer token used.
+    pub actor: String,
+    /// What: `replay`, `drop`, `pause`, `resume`.
+    pub action: String,
+    /// The idempotency key acted on, for event actions.
+    pub key: Option<String>,
+    /// The destination id acted on, for destination actions.
+    pub destination: Option<String>,
+    /// The operator's reason, as given.
+    pub reason: Option<String>,
+    /// The event's state before the action, for event actions.
+    pub state_before: Option<String>,
+}
+
+/// Encodes an audit record.
+pub fn encode_audit(a: &AuditRecord) -> Vec<u8> {
+    let text = [&a.key, &a.destination, &a.reason, &a.state_before];
+    let len: usize = text.iter().map(|t| t.as_ref().map_or(0, String::len)).sum();
+    let mut e = Enc::new(48 + a.actor.len() + a.action.len() + len);
+    e.u64(a.at_ms);
+    e.bytes(a.actor.as_bytes());
+    e.bytes(a.action.as_bytes());
+    for t in text {
+        e.opt_bytes(t.as_deref().map(str::as_bytes));
+    }
+    e.0
+}
+
+/// Decodes an audit record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_audit(v: &[u8]) -> Result<AuditRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let a = AuditRecord {
+        at_ms: d.u64("at_ms")?,
+        actor: d.string("actor")?,
+        action: d.string("action")?,
+        key: d.opt_string("key")?,
+        destination: d.opt_string("destination")?,
+        reason: d.opt_string("reason")?,
+        state_before: d.opt_string("state_before")?,
+    };
+    d.end()?;
+    Ok(a)
 }
 
 /// Appends fields to a value buffer.
@@ -441,6 +507,11 @@ pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
     k
 }
 
+/// `audit` key: `at_ms` BE ‖ a process-wide sequence BE (sorts by time; unique per record).
+pub fn audit_key(at_ms: u64, seq: u64) -> [u8; 16] {
+    schedule_key(at_ms, seq)
+}
+
 /// Splits a `schedule/s` key into `(due_ms, seq)`.
 ///
 /// # Errors
@@ -568,6 +639,16 @@ mod tests {
             fingerprint: [3; 32],
         };
         check(&r, encode_reject, decode_reject);
+        let a = AuditRecord {
+            at_ms: 11,
+            actor: "0a1b2c3d".into(),
+            action: "drop".into(),
+            key: Some("t/s/e".into()),
+            destination: None,
+            reason: Some("duplicate of evt_2".into()),
+            state_before: Some("dead".into()),
+        };
+        check(&a, encode_audit, decode_audit);
     }
 
     #[test]

@@ -11,13 +11,16 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::codec::{self, DecodeError};
 use super::store::{self, Db};
 use super::writer::{Queued, Queues, Shared, Writer};
-use super::{Admission, RejectedRecord, Settlement};
+use super::{Admission, OpRefused, Operation, RejectedRecord, Settlement};
 use crate::limits::{SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
 use crate::metrics::Metrics;
 
 /// Rejected records that may wait for one shard writer; more are dropped and counted
 /// (best effort: a reject is already answered 400 and never blocks admissions).
 pub const REJECT_QUEUE_MAX: usize = 1024;
+/// Operator actions that may wait for one shard writer; more are refused (the admin API
+/// answers 503 and the CLI, which sends one at a time, never gets there).
+pub const OPERATION_QUEUE_MAX: usize = 256;
 
 /// How to open the ledger.
 pub struct LedgerOptions {
@@ -68,6 +71,9 @@ pub enum Error {
     /// A writer thread could not be started.
     #[error("cannot start a ledger shard writer: {0}")]
     Spawn(std::io::Error),
+    /// A list cursor that this ledger did not hand out (or for another list).
+    #[error("invalid cursor: {0}")]
+    Cursor(&'static str),
 }
 
 /// The ends of one shard's queues kept by the handle.
@@ -75,6 +81,7 @@ struct ShardQueues {
     admit: Sender<Queued<Admission>>,
     settle: Sender<Queued<Settlement>>,
     reject: Sender<RejectedRecord>,
+    operate: Sender<Queued<Operation>>,
 }
 
 /// What every clone of a [`Ledger`] shares; dropping it shuts the writers down.
@@ -125,6 +132,7 @@ impl Ledger {
             notify: opts.notify,
             source_ids: opts.source_ids,
             rejects_dropped: AtomicU64::new(0),
+            audit_seq: AtomicU64::new(0),
             sync: opts.sync,
         });
         let mut writers = Vec::with_capacity(shards);
@@ -153,13 +161,19 @@ impl Ledger {
             let (admit_tx, admit) = bounded(SHARD_QUEUE_MAX);
             let (settle_tx, settle) = bounded(SETTLE_QUEUE_MAX);
             let (reject_tx, reject) = bounded(REJECT_QUEUE_MAX);
+            let (operate_tx, operate) = bounded(OPERATION_QUEUE_MAX);
             let (stop_tx, stop_rx) = bounded(1);
-            let q = Queues { admit, settle, reject, stop: stop_rx, gate: gate.clone() };
+            let q = Queues { admit, settle, reject, operate, stop: stop_rx, gate: gate.clone() };
             let thread = std::thread::Builder::new()
                 .name(format!("ledger-shard-{s}"))
                 .spawn(move || writer.run(q))
                 .map_err(Error::Spawn)?;
-            queues.push(ShardQueues { admit: admit_tx, settle: settle_tx, reject: reject_tx });
+            queues.push(ShardQueues {
+                admit: admit_tx,
+                settle: settle_tx,
+                reject: reject_tx,
+                operate: operate_tx,
+            });
             stop.push(stop_tx);
             threads.push(thread);
         }
@@ -235,6 +249,39 @@ impl Ledger {
             return Err(settlement);
         }
         q.settle.try_send(Queued::new(settlement)).map_err(|e| e.into_inner().take())
+    }
+
+    /// Hands an operator action to the writer that owns `op.key`; the writer calls `op.reply`
+    /// exactly once, after the commit that holds the new claim and its audit record (R20).
+    /// When the queue (`OPERATION_QUEUE_MAX`) is full or the ledger is shut down, `op.reply`
+    /// is called at once with [`OpRefused::Unavailable`].
+    pub fn operate(&self, op: Operation) {
+        let shard = self.shard_of(&op.key);
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            (op.reply)(Err(OpRefused::Unavailable));
+            return;
+        }
+        if let Err(e) = self.inner.queues[shard].operate.try_send(Queued::new(op)) {
+            // Dropping the refused item answers it `Unavailable` (`FailClosed`).
+            drop(e.into_inner());
+        }
+    }
+
+    /// Appends an operator action that concerns no event (pause, resume) to the audit log
+    /// with a synced write (R20). The `audit` column family is global and append-only: its
+    /// keys (`at_ms ‖ sequence`) are unique, so no shard writer owns them.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the write fails.
+    pub fn append_audit(&self, record: &super::AuditRecord) -> Result<(), Error> {
+        let db = &self.inner.db;
+        let key = codec::audit_key(record.at_ms, self.inner.shared.next_audit_seq());
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(store::cf(db, store::CF_AUDIT), key, codec::encode_audit(record));
+        let mut opts = rocksdb::WriteOptions::default();
+        opts.set_sync(self.inner.shared.sync);
+        db.write_opt(batch, &opts)?;
+        Ok(())
     }
 
     /// Stops accepting, lets each writer finish its current drain, and joins the writer

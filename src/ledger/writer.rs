@@ -14,9 +14,14 @@ use std::sync::Arc;
 use crossbeam_channel::{select, Receiver};
 use rocksdb::{WriteBatch, WriteOptions};
 
-use super::codec::{self, Claim, EventState, InboxRecord, QuarantineRecord, RejectRecord};
-use super::store::{self, Db, CF_META, CF_QUARANTINE, CF_REJECTED};
-use super::{Admission, Decision, Outcome, RejectedRecord, Reply, Settlement};
+use super::codec::{
+    self, AuditRecord, Claim, EventState, InboxRecord, QuarantineRecord, RejectRecord,
+};
+use super::store::{self, Db, CF_AUDIT, CF_META, CF_QUARANTINE, CF_REJECTED};
+use super::{
+    Admission, Decision, OpAction, OpDone, OpRefused, Operation, Outcome, RejectedRecord, Reply,
+    Settlement,
+};
 use crate::clock;
 use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, COMMIT_BATCH_MAX};
 use crate::metrics::Metrics;
@@ -37,6 +42,15 @@ pub(super) struct Shared {
     pub rejects_dropped: AtomicU64,
     /// Whether batches are written with `sync = true`.
     pub sync: bool,
+    /// Next audit-record sequence (makes `audit` keys unique across writers and the handle).
+    pub audit_seq: AtomicU64,
+}
+
+impl Shared {
+    /// A fresh audit-key sequence number.
+    pub fn next_audit_seq(&self) -> u64 {
+        self.audit_seq.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 /// Something queued for a writer that must be answered exactly once, even if it is dropped
@@ -55,6 +69,12 @@ impl FailClosed for Admission {
 impl FailClosed for Settlement {
     fn fail(self) {
         (self.reply)(false);
+    }
+}
+
+impl FailClosed for Operation {
+    fn fail(self) {
+        (self.reply)(Err(OpRefused::Unavailable));
     }
 }
 
@@ -89,6 +109,8 @@ pub(super) struct Queues {
     pub settle: Receiver<Queued<Settlement>>,
     /// Rejected records (`REJECT_QUEUE_MAX`).
     pub reject: Receiver<RejectedRecord>,
+    /// Operator actions (`OPERATION_QUEUE_MAX`).
+    pub operate: Receiver<Queued<Operation>>,
     /// Disconnected by `shutdown`.
     pub stop: Receiver<()>,
     /// Test seam: the writer waits for this to disconnect before its first drain.
@@ -99,6 +121,7 @@ enum Item {
     Admit(Queued<Admission>),
     Settle(Queued<Settlement>),
     Reject(RejectedRecord),
+    Operate(Queued<Operation>),
 }
 
 /// One shard's writer and the in-memory state it alone owns.
@@ -118,6 +141,8 @@ pub(super) struct Writer {
 
 /// A settlement's reply: called with whether it was durably written.
 type SettleReply = Box<dyn FnOnce(bool) + Send>;
+/// An operation's reply.
+type OpReply = Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>;
 
 /// Everything one drain decided, applied to memory and answered only after its write.
 struct Drain {
@@ -135,6 +160,10 @@ struct Drain {
     dead_delta: HashMap<u32, i64>,
     admissions: Vec<(Reply, Decision)>,
     settlements: Vec<(SettleReply, bool)>,
+    operations: Vec<(OpReply, Result<OpDone, OpRefused>)>,
+    /// Whether an operator replay scheduled an event in this drain: replays are due at
+    /// `due_ms + 1`, so they sort after every entry the dispatcher saw due (see `Drain::due_ms`).
+    replayed: bool,
     durable_writes: usize,
     /// Admissions and quarantines in this drain: they are acknowledged to a provider, so the
     /// batch must be fsync'd (R14). Settlements alone need not be: a settlement lost in a
@@ -157,6 +186,8 @@ impl Drain {
             dead_delta: HashMap::new(),
             admissions: Vec::new(),
             settlements: Vec::new(),
+            operations: Vec::new(),
+            replayed: false,
             durable_writes: 0,
             acked_writes: 0,
             rejects: 0,
@@ -165,7 +196,7 @@ impl Drain {
     }
 
     fn items(&self) -> usize {
-        self.admissions.len() + self.settlements.len()
+        self.admissions.len() + self.settlements.len() + self.operations.len()
     }
 
     /// Calls every reply: decisions stand only if the write succeeded.
@@ -175,6 +206,9 @@ impl Drain {
         }
         for (reply, ok) in self.settlements {
             reply(written && ok);
+        }
+        for (reply, result) in self.operations {
+            reply(if written { result } else { Err(OpRefused::Unavailable) });
         }
     }
 }
@@ -225,7 +259,10 @@ impl Writer {
             let items = drain_more(first, &q);
             self.process(items);
         }
-        while q.admit.try_recv().is_ok() || q.settle.try_recv().is_ok() {}
+        while q.admit.try_recv().is_ok()
+            || q.settle.try_recv().is_ok()
+            || q.operate.try_recv().is_ok()
+        {}
     }
 
     fn process(&mut self, items: Vec<Item>) {
@@ -236,6 +273,7 @@ impl Writer {
                 Item::Admit(a) => self.admit(&mut d, a.take()),
                 Item::Settle(s) => self.settle(&mut d, s.take()),
                 Item::Reject(r) => self.reject(&mut d, &r),
+                Item::Operate(o) => self.operate(&mut d, o.take()),
             }
         }
         let written = d.durable_writes + d.rejects == 0 || self.commit(&mut d);
@@ -422,6 +460,121 @@ impl Writer {
         d.settlements.push((s.reply, true));
     }
 
+    /// An operator action (R20): checks the state, moves the schedule entry and the counters,
+    /// writes the claim and its audit record in this drain's (synced) batch.
+    fn operate(&mut self, d: &mut Drain, op: Operation) {
+        let claim = match d.claims.get(&op.key) {
+            Some(c) => Some(c.clone()),
+            None => match self.read_claim(&op.key) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
+                    d.operations.push((op.reply, Err(OpRefused::Unavailable)));
+                    return;
+                }
+            },
+        };
+        let Some(mut claim) = claim else {
+            d.operations.push((op.reply, Err(OpRefused::NotFound)));
+            return;
+        };
+        let before = claim.state;
+        if let Err(refused) = self.operable(op.action, &claim) {
+            d.operations.push((op.reply, Err(refused)));
+            return;
+        }
+        let unsettled = matches!(before, EventState::Received | EventState::Failed);
+        if let (true, Some(due)) = (unsettled, claim.next_attempt_ms) {
+            let sk = codec::schedule_key(due, claim.seq);
+            d.batch.delete_cf(self.cf(&self.cf_schedule), sk);
+            d.schedule.insert(sk, false);
+        }
+        if before == EventState::Dead {
+            self.uncount_dead(d, claim.source);
+        }
+        match op.action {
+            OpAction::Replay => {
+                let due = d.due_ms + 1;
+                claim.state = EventState::Received;
+                claim.attempts = 0;
+                claim.next_attempt_ms = Some(due);
+                let sk = codec::schedule_key(due, claim.seq);
+                d.batch.put_cf(self.cf(&self.cf_schedule), sk, []);
+                d.schedule.insert(sk, true);
+                d.scheduled = true;
+                d.replayed = true;
+                if !unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) += 1;
+                }
+            }
+            OpAction::Drop => {
+                claim.state = EventState::Dropped;
+                claim.next_attempt_ms = None;
+                if unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                }
+            }
+        }
+        let after = claim.state;
+        let audit = AuditRecord {
+            at_ms: d.due_ms,
+            actor: op.actor,
+            action: op.action.code().to_owned(),
+            key: Some(op.key.clone()),
+            destination: None,
+            reason: op.reason,
+            state_before: Some(before.code().to_owned()),
+        };
+        let audit_key = codec::audit_key(audit.at_ms, self.shared.next_audit_seq());
+        d.batch.put_cf(self.cf(CF_AUDIT), audit_key, codec::encode_audit(&audit));
+        d.batch.put_cf(self.cf(&self.cf_claims), &op.key, codec::encode_claim(&claim));
+        d.claims.insert(op.key, claim);
+        d.durable_writes += 1;
+        // Answered to an operator: as durable as an admission.
+        d.acked_writes += 1;
+        d.operations.push((op.reply, Ok(OpDone { before, after })));
+    }
+
+    /// Whether `action` may be applied to an event in `claim`'s state (and, for a replay,
+    /// whether its payload is still retained).
+    fn operable(&self, action: OpAction, claim: &Claim) -> Result<(), OpRefused> {
+        let allowed = match action {
+            OpAction::Replay => {
+                matches!(claim.state, EventState::Dead | EventState::Dropped | EventState::Failed)
+            }
+            OpAction::Drop => {
+                matches!(claim.state, EventState::Received | EventState::Failed | EventState::Dead)
+            }
+        };
+        if !allowed {
+            return Err(OpRefused::State(claim.state));
+        }
+        if action == OpAction::Replay {
+            let inbox = self.db.get_pinned_cf(self.cf(&self.cf_inbox), codec::seq_key(claim.seq));
+            match inbox {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(OpRefused::PayloadGone),
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read an inbox record; the replay is refused.");
+                    return Err(OpRefused::Unavailable);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DLQ counter −1 for `source` (an operator replayed or dropped a dead event).
+    fn uncount_dead(&self, d: &mut Drain, source: u32) {
+        *d.dead_delta.entry(source).or_insert(0) -= 1;
+        let Some(id) = self.shared.source_ids.get(source as usize) else {
+            return;
+        };
+        let now = self.dlq.get(&source).copied().unwrap_or(0);
+        let count = d.dlq.entry(source).or_insert(now);
+        *count = count.saturating_sub(1);
+        d.batch.put_cf(self.cf(CF_META), store::meta_dlq(self.shard, id), count.to_be_bytes());
+    }
+
     /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).
     fn count_dead(&self, d: &mut Drain, source: u32) {
         *d.dead_delta.entry(source).or_insert(0) += 1;
@@ -504,7 +657,7 @@ impl Writer {
     /// the dispatcher if something became due.
     fn apply(&mut self, d: &mut Drain) {
         self.next_seq = d.next_seq;
-        self.last_due_ms = d.due_ms;
+        self.last_due_ms = d.due_ms + u64::from(d.replayed);
         self.dlq.extend(d.dlq.drain());
         let stats = &self.shared.metrics.ledger;
         for (&source, &delta) in &d.pending_delta {
@@ -529,6 +682,7 @@ fn next_item(q: &Queues) -> Option<Item> {
         recv(q.admit) -> m => m.ok().map(Item::Admit),
         recv(q.settle) -> m => m.ok().map(Item::Settle),
         recv(q.reject) -> m => m.ok().map(Item::Reject),
+        recv(q.operate) -> m => m.ok().map(Item::Operate),
         recv(q.stop) -> _ => None,
     }
 }
@@ -538,7 +692,7 @@ fn drain_more(first: Item, q: &Queues) -> Vec<Item> {
     let mut items = vec![first];
     loop {
         let before = items.len();
-        for take in [take_admit, take_settle, take_reject] {
+        for take in [take_admit, take_settle, take_reject, take_operate] {
             if items.len() == COMMIT_BATCH_MAX {
                 return items;
             }
@@ -562,4 +716,8 @@ fn take_settle(q: &Queues) -> Option<Item> {
 
 fn take_reject(q: &Queues) -> Option<Item> {
     q.reject.try_recv().ok().map(Item::Reject)
+}
+
+fn take_operate(q: &Queues) -> Option<Item> {
+    q.operate.try_recv().ok().map(Item::Operate)
 }

@@ -129,6 +129,11 @@ pub struct Setup {
     pub env: Vec<(String, String)>,
     /// Extra `serve` arguments (after `-c FILE`).
     pub serve_args: Vec<String>,
+    /// The admin bearer token, written to `admin-token` beside the config (`admin.token_file`);
+    /// `None`: no `[admin]` table (the admin API is disabled).
+    pub admin_token: Option<String>,
+    /// `destination.paused`.
+    pub paused: bool,
 }
 
 impl Setup {
@@ -148,6 +153,8 @@ impl Setup {
             nofile: None,
             env: Vec::new(),
             serve_args: Vec::new(),
+            admin_token: None,
+            paused: false,
         }
     }
 
@@ -191,6 +198,7 @@ impl Setup {
         let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
         let _ = writeln!(t, "concurrency_max = 16");
+        let _ = writeln!(t, "paused = {}", self.paused);
         t
     }
 }
@@ -226,7 +234,17 @@ impl Hookwall {
         let (ingress, admin) = free_ports();
         let n = next_start_number();
         let config_path = dir.join(format!("hookwall-{n}.toml"));
-        std::fs::write(&config_path, setup.toml(ingress, admin)).expect("writing the config");
+        let mut toml = setup.toml(ingress, admin);
+        if let Some(token) = &setup.admin_token {
+            let token_path = dir.join("admin-token");
+            std::fs::write(&token_path, format!("{token}\n")).expect("writing the token file");
+            let _ = writeln!(
+                toml,
+                "\n[admin]\ntoken_file = {}",
+                quote(&token_path.display().to_string())
+            );
+        }
+        std::fs::write(&config_path, toml).expect("writing the config");
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
@@ -381,7 +399,7 @@ pub struct Fixture {
     /// The destination.
     pub sink: crate::sink::Sink,
     /// Holds config, ledger and logs (removed on drop, after the child is gone).
-    _dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -397,7 +415,7 @@ impl Fixture {
         let mut setup = Setup::new(io, dir.path(), &sink.url());
         edit(&mut setup);
         let hw = Hookwall::start(dir.path(), &setup);
-        Fixture { hw, sink, _dir: dir }
+        Fixture { hw, sink, dir }
     }
 
     /// Sends a fresh Stripe event to `stripe-a`, waits for its forward, then waits until no

@@ -43,6 +43,7 @@ mod ingress;
 mod lifecycle;
 mod logs;
 mod metrics;
+mod operator;
 mod sign;
 mod sink;
 mod systemd;
