@@ -485,7 +485,10 @@ fn destinations(state: &AdminState, operator: &Operator) -> Reply {
         .destinations
         .iter()
         .enumerate()
-        .map(|(i, d)| json!({ "id": d.id, "paused": operator.controls.paused(i) }))
+        .map(|(i, d)| {
+            let breaker = if operator.controls.breaker_open(i) { "open" } else { "closed" };
+            json!({ "id": d.id, "paused": operator.controls.paused(i), "breaker": breaker })
+        })
         .collect();
     ok(&json!({ "items": items }))
 }

@@ -23,7 +23,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::{oneshot, Semaphore};
 
 pub use api::Operator;
-pub use exposition::{render_metrics, METRIC_NAMES};
+pub use exposition::{render_controls, render_metrics, CONTROL_METRIC_NAMES, METRIC_NAMES};
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -176,7 +176,10 @@ fn readiness(state: &AdminState) -> Response<Full<Bytes>> {
 }
 
 fn metrics(state: &AdminState) -> Response<Full<Bytes>> {
-    let text = render_metrics(&state.config, &state.metrics);
+    let mut text = render_metrics(&state.config, &state.metrics);
+    if let Some(operator) = &state.operator {
+        text.push_str(&render_controls(&state.config, &operator.controls));
+    }
     respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

@@ -33,6 +33,7 @@ const BODY_BYTES: RangeInclusive<i64> = 1..=64 * MIB;
 const HEADER_BYTES: RangeInclusive<i64> = 1024..=MIB;
 const ATTEMPTS: RangeInclusive<i64> = 1..=100;
 const CONCURRENCY: RangeInclusive<i64> = 1..=4096;
+const BREAKER_FAILURES: RangeInclusive<i64> = 0..=1_000_000;
 
 /// One problem found in the configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +162,7 @@ struct RawDestination {
     concurrency_max: Option<i64>,
     signing_secret: Option<RawSecretRef>,
     paused: Option<bool>,
+    breaker_failures_max: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -700,6 +702,12 @@ impl Check<'_> {
             self.error(&field("backoff_min"), "is greater than backoff_max");
         }
         let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
+        let breaker = self.int(
+            &field("breaker_failures_max"),
+            raw.breaker_failures_max,
+            10,
+            BREAKER_FAILURES,
+        );
         if let Some(secret) = &raw.signing_secret {
             self.secret_ref_form(&field("signing_secret"), secret);
             self.warn(&field("signing_secret"), "not implemented yet, ignored");
@@ -713,6 +721,7 @@ impl Check<'_> {
             backoff_max,
             concurrency_max: usize::try_from(concurrency).unwrap_or(64),
             paused: raw.paused.unwrap_or(false),
+            breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
         }
     }
 

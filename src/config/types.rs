@@ -175,4 +175,8 @@ pub struct DestinationConfig {
     /// Whether the destination starts paused (`paused = true`: events are admitted and wait,
     /// no attempt is made until `POST /admin/destinations/{id}/resume`). Default `false`.
     pub paused: bool,
+    /// Consecutive failed attempts (timeouts, connection errors, 408, 429, 5xx) after which
+    /// the destination's circuit breaker opens: then one probe attempt at a time, at most one
+    /// per `backoff_min`, until one succeeds. `0` = no breaker. Default 10.
+    pub breaker_failures_max: u32,
 }

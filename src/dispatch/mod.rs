@@ -12,7 +12,10 @@
 //! attempt is repeated with the same `Idempotency-Key` (at-least-once).
 //!
 //! A paused destination ([`Controls`], `destination.paused`, the admin API) gets no attempts: its
-//! events stay due in the ledger until it is resumed.
+//! events stay due in the ledger until it is resumed. A circuit breaker per destination opens
+//! after `breaker_failures_max` consecutive failed attempts: then one probe attempt at a time,
+//! at most one per `backoff_min`, until one succeeds and closes it, so a dead downstream does
+//! not burn every event's attempts.
 //!
 //! Not yet: Standard Webhooks signing of forwards (`destination.signing_secret`), delivery in
 //! admission order per `ordering_key`.
@@ -28,7 +31,7 @@ use std::sync::Arc;
 
 use tokio::sync::{oneshot, Notify};
 
-pub use classify::{backoff, classify, AttemptResult};
+pub use classify::{backoff, classify, destination_failed, AttemptResult};
 
 use crate::config::Config;
 use crate::ledger::Inbox;
@@ -39,6 +42,8 @@ use crate::metrics::Metrics;
 /// in the ledger). Initial state from `destination.paused`; changes last until restart.
 pub struct Controls {
     paused: Vec<AtomicBool>,
+    /// Per destination: whether its circuit breaker is open (set by the dispatcher only).
+    breaker_open: Vec<AtomicBool>,
     /// Bumped by every resume: the dispatcher then rescans from the head of each schedule
     /// (its cursors moved past the events it held back).
     resumes: AtomicU64,
@@ -51,6 +56,7 @@ impl Controls {
     pub fn new(config: &Config, notify: Arc<Notify>) -> Controls {
         Controls {
             paused: config.destinations.iter().map(|d| AtomicBool::new(d.paused)).collect(),
+            breaker_open: config.destinations.iter().map(|_| AtomicBool::new(false)).collect(),
             resumes: AtomicU64::new(0),
             notify,
         }
@@ -73,6 +79,18 @@ impl Controls {
         self.resumes.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_one();
         was
+    }
+
+    /// Whether destination index `d`'s circuit breaker is open (probing one attempt at a time).
+    pub fn breaker_open(&self, d: usize) -> bool {
+        self.breaker_open.get(d).is_some_and(|b| b.load(Ordering::Acquire))
+    }
+
+    /// Records the breaker state of destination index `d` (the dispatcher's decision).
+    fn set_breaker_open(&self, d: usize, open: bool) {
+        if let Some(b) = self.breaker_open.get(d) {
+            b.store(open, Ordering::Release);
+        }
     }
 
     /// How many resumes happened so far (the dispatcher compares it between scans).

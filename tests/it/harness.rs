@@ -134,6 +134,8 @@ pub struct Setup {
     pub admin_token: Option<String>,
     /// `destination.paused`.
     pub paused: bool,
+    /// `destination.breaker_failures_max` (default: not written, hookwall's default).
+    pub breaker_failures_max: Option<u32>,
 }
 
 impl Setup {
@@ -155,6 +157,7 @@ impl Setup {
             serve_args: Vec::new(),
             admin_token: None,
             paused: false,
+            breaker_failures_max: None,
         }
     }
 
@@ -199,6 +202,9 @@ impl Setup {
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
         let _ = writeln!(t, "concurrency_max = 16");
         let _ = writeln!(t, "paused = {}", self.paused);
+        if let Some(n) = self.breaker_failures_max {
+            let _ = writeln!(t, "breaker_failures_max = {n}");
+        }
         t
     }
 }

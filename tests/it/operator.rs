@@ -341,6 +341,13 @@ fn pause_stops_attempts_and_resume_delivers() {
     );
     let listed = admin(&f, "GET", "/admin/destinations", Some(TOKEN), "").json();
     assert_eq!(listed["items"][0]["paused"], true, "{listed}");
+    wait_for_sample(
+        &f.hw,
+        "hookwall_dispatch_paused",
+        &[("destination", "sink")],
+        1.0,
+        FORWARD_TIMEOUT,
+    );
     // The one bounded wait for absence: a paused destination gets nothing.
     f.sink.assert_no_more_within(0, Duration::from_millis(500));
 
@@ -446,4 +453,61 @@ fn bulk_replay_of_many_dead_events() {
     let audit = admin(&f, "GET", "/admin/audit?limit=1000", Some(TOKEN), "").json();
     assert_eq!(audit["items"].as_array().map(Vec::len), Some(1000), "one audit record per replay");
     assert!(audit["next_cursor"].is_string(), "more audit records on the next page");
+}
+
+/// Item 6: after `breaker_failures_max` consecutive failures the breaker opens (metric and
+/// admin view) and the destination is probed with one attempt at a time, at most one per
+/// `backoff_min`; the first success closes it. With `attempts_max = 5` and probes spaced by
+/// 100 ms, no event exhausts its attempts before the destination recovers (without the breaker
+/// every event would be dead within a second), and the failed attempts number at most one per
+/// event plus the probes.
+#[test]
+fn breaker_opens_on_failures_and_closes_on_success() {
+    const EVENTS: usize = 8;
+    let f = fixture(Script::always(503), |s| {
+        s.breaker_failures_max = Some(3);
+        s.attempts_max = 5;
+        s.backoff_min = "100ms";
+        s.backoff_max = "1s";
+    });
+    let s = stripe_a();
+    let ids: Vec<String> = (0..EVENTS).map(|_| sign::unique_id("evt_breaker")).collect();
+    for id in &ids {
+        assert_eq!(f.hw.deliver(&s, id, &sign::body(Provider::Stripe, id, "b")).code(), "accepted");
+    }
+    let open = [("destination", "sink")];
+    wait_for_sample(&f.hw, "hookwall_dispatch_breaker_open", &open, 1.0, FORWARD_TIMEOUT);
+    let listed = admin(&f, "GET", "/admin/destinations", Some(TOKEN), "").json();
+    assert_eq!(listed["items"][0]["breaker"], "open", "{listed}");
+    // Two probes fail, then the destination recovers.
+    let probes_from = f.sink.recorded().len();
+    f.sink.wait_until(FORWARD_TIMEOUT, "two probes", |r| r.len() >= probes_from + 2);
+    f.sink.answer_from_now(200);
+    let all = f.sink.wait_until(FORWARD_TIMEOUT, "every event delivered", |r| {
+        ids.iter().all(|id| {
+            let key = s.key(id);
+            r.iter().any(|r| r.header("idempotency-key") == key && r.answered == 200)
+        })
+    });
+    wait_for_sample(&f.hw, "hookwall_dispatch_breaker_open", &open, 0.0, FORWARD_TIMEOUT);
+    wait_for_sample(
+        &f.hw,
+        "hookwall_inbox_pending",
+        &[("source", "stripe-a")],
+        0.0,
+        FORWARD_TIMEOUT,
+    );
+    let text = wait_for_sample(
+        &f.hw,
+        "hookwall_dlq_depth",
+        &[("source", "stripe-a")],
+        0.0,
+        FORWARD_TIMEOUT,
+    );
+    let dead = [("destination", "sink"), ("outcome", "dead")];
+    assert_eq!(crate::metrics::sample(&text, "hookwall_dispatch_attempts_total", &dead), Some(0.0));
+    let failed = all.iter().filter(|r| r.answered == 503).count();
+    // At most one failed attempt per event before the breaker opened, plus the two probes
+    // and one more that may have started while the test switched the destination back on.
+    assert!(failed <= EVENTS + 3, "{failed} failed attempts: the breaker did not hold them back");
 }
