@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::types::{
     AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
-    SourceConfig,
+    SigningKey, SourceConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -708,10 +708,17 @@ impl Check<'_> {
             10,
             BREAKER_FAILURES,
         );
-        if let Some(secret) = &raw.signing_secret {
-            self.secret_ref_form(&field("signing_secret"), secret);
-            self.warn(&field("signing_secret"), "not implemented yet, ignored");
-        }
+        let signing_key = raw.signing_secret.as_ref().and_then(|secret| {
+            let label = field("signing_secret");
+            let text = self.secret_ref_text(&label, secret)?;
+            match provider::hmac_key(Provider::Standard, &text) {
+                Ok(key) => Some(SigningKey(key)),
+                Err(why) => {
+                    self.error(&label, format!("{why} (expected whsec_ followed by base64)"));
+                    None
+                }
+            }
+        });
         DestinationConfig {
             id,
             url,
@@ -722,15 +729,22 @@ impl Check<'_> {
             concurrency_max: usize::try_from(concurrency).unwrap_or(64),
             paused: raw.paused.unwrap_or(false),
             breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
+            signing_key,
         }
     }
 
-    /// `signing_secret = { value | env | file }`: checked for form only (not read yet).
-    fn secret_ref_form(&mut self, field: &str, raw: &RawSecretRef) {
-        let given = [&raw.value, &raw.env, &raw.file].iter().filter(|v| v.is_some()).count();
-        if given != 1 {
-            self.error(field, "needs exactly one of value, env or file");
-        }
+    /// `signing_secret = { value | env | file }`: the secret's text, read like a source secret
+    /// (an inline value is warned about; an unset variable or unreadable file is an error).
+    fn secret_ref_text(&mut self, label: &str, raw: &RawSecretRef) -> Option<String> {
+        let as_secret = RawSecret {
+            id: None,
+            value: raw.value.clone(),
+            env: raw.env.clone(),
+            file: raw.file.clone(),
+            not_before: None,
+            not_after: None,
+        };
+        self.secret_text(label, &as_secret)
     }
 
     fn sources(
@@ -1320,7 +1334,8 @@ mod tests {
     fn warnings() {
         let top = "[ledger]\nsync = false\ndedupe_retention = \"1d\"\npayload_retention = \"2d\"";
         let extra = "ordering_key = \"/data/id\"\n[[destination]]\nid = \"unused\"\n\
-                     url = \"http://localhost:1/\"\nsigning_secret = { env = \"X\" }";
+                     url = \"http://localhost:1/\"\n\
+                     signing_secret = { value = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\" }";
         let retired =
             r#"secrets = [{ id = "k", env = "GH_SECRET", not_after = "2025-01-01T00:00:00Z" }]"#;
         let text = minimal_with(top, extra)
@@ -1330,7 +1345,7 @@ mod tests {
             Expect::Ok(&[
                 "ledger.sync: false: acks before fsync; for benchmarks only",
                 "ledger.payload_retention: is longer than ledger.dedupe_retention",
-                "destination[unused].signing_secret: not implemented yet, ignored",
+                "destination[unused].signing_secret: inline secret value; prefer env or file",
                 "source[s]: every secret is past its not_after",
                 "source[s].ordering_key: not implemented yet, ignored",
                 "ledger.dedupe_retention: is 1day but source s (github) needs at least 3days",

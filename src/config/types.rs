@@ -179,4 +179,18 @@ pub struct DestinationConfig {
     /// the destination's circuit breaker opens: then one probe attempt at a time, at most one
     /// per `backoff_min`, until one succeeds. `0` = no breaker. Default 10.
     pub breaker_failures_max: u32,
+    /// `signing_secret` (Standard Webhooks `whsec_…`): when set, every forward is signed with
+    /// `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,…` (SPEC §5).
+    pub signing_key: Option<SigningKey>,
+}
+
+/// A destination's Standard Webhooks signing key: HMAC-SHA256 keyed by the base64-decoded
+/// part of `whsec_…`. Its `Debug` never prints key material (R28).
+#[derive(Clone)]
+pub struct SigningKey(pub ring::hmac::Key);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(..)")
+    }
 }

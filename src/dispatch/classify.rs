@@ -146,6 +146,7 @@ mod tests {
             concurrency_max: 4,
             paused: false,
             breaker_failures_max: 10,
+            signing_key: None,
         }
     }
 

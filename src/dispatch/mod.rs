@@ -17,8 +17,8 @@
 //! at most one per `backoff_min`, until one succeeds and closes it, so a dead downstream does
 //! not burn every event's attempts.
 //!
-//! Not yet: Standard Webhooks signing of forwards (`destination.signing_secret`), delivery in
-//! admission order per `ordering_key`.
+//! When a destination has a `signing_secret`, each attempt is signed with Standard Webhooks at
+//! attempt time (`attempt::sign`). Not yet: delivery in admission order per `ordering_key`.
 
 mod attempt;
 mod classify;

@@ -136,6 +136,8 @@ pub struct Setup {
     pub paused: bool,
     /// `destination.breaker_failures_max` (default: not written, hookwall's default).
     pub breaker_failures_max: Option<u32>,
+    /// `destination.signing_secret` as an inline value (`whsec_…`).
+    pub signing_secret: Option<String>,
 }
 
 impl Setup {
@@ -158,6 +160,7 @@ impl Setup {
             admin_token: None,
             paused: false,
             breaker_failures_max: None,
+            signing_secret: None,
         }
     }
 
@@ -204,6 +207,9 @@ impl Setup {
         let _ = writeln!(t, "paused = {}", self.paused);
         if let Some(n) = self.breaker_failures_max {
             let _ = writeln!(t, "breaker_failures_max = {n}");
+        }
+        if let Some(secret) = &self.signing_secret {
+            let _ = writeln!(t, "signing_secret = {{ value = {} }}", quote(secret));
         }
         t
     }
