@@ -468,6 +468,12 @@ async fn inspect(api: &Api, key: &str, json_out: bool) -> Result<(), Failure> {
     ] {
         println!("{field:<16} {}", text(&value, field));
     }
+    let history = value.get("attempt_history").and_then(Value::as_array);
+    println!("attempt history");
+    for a in history.into_iter().flatten() {
+        let (n, at, outcome) = (text(a, "attempt"), text(a, "at"), text(a, "outcome"));
+        println!("  #{n:<3} {at}  {outcome:<9} {}", text(a, "error"));
+    }
     match (
         value.get("payload").and_then(Value::as_str),
         value.get("payload_base64").and_then(Value::as_str),

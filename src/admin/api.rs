@@ -355,6 +355,19 @@ fn detail_json(d: &EventDetail) -> Value {
     v["content_type"] = json!(d.content_type.as_deref().map(String::from_utf8_lossy));
     v["signed_at"] = json!(d.signed_at);
     v["payload_retained"] = json!(d.payload.is_some());
+    let history: Vec<Value> = d
+        .attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "attempt": a.attempt,
+                "at": rfc3339(a.at_ms),
+                "outcome": a.outcome,
+                "error": a.error,
+            })
+        })
+        .collect();
+    v["attempt_history"] = json!(history);
     v["payload"] = json!(text);
     v["payload_base64"] = match (&d.payload, text) {
         (Some(bytes), None) => {

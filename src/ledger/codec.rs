@@ -198,6 +198,54 @@ pub struct AuditRecord {
     pub state_before: Option<String>,
 }
 
+/// One settled attempt (`attempts/s` value): the error history of an event (R20).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// Attempt number (1-based; starts again at 1 after a replay).
+    pub attempt: u32,
+    /// When its settlement was written, Unix ms.
+    pub at_ms: u64,
+    /// `delivered`, `retry` or `dead`.
+    pub outcome: String,
+    /// What went wrong (no payload, no secret), for `retry` and `dead`.
+    pub error: Option<String>,
+}
+
+/// Encodes an attempt record.
+pub fn encode_attempt(a: &AttemptRecord) -> Vec<u8> {
+    let mut e = Enc::new(32 + a.outcome.len() + a.error.as_ref().map_or(0, String::len));
+    e.u32(a.attempt);
+    e.u64(a.at_ms);
+    e.bytes(a.outcome.as_bytes());
+    e.opt_bytes(a.error.as_deref().map(str::as_bytes));
+    e.0
+}
+
+/// Decodes an attempt record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_attempt(v: &[u8]) -> Result<AttemptRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let a = AttemptRecord {
+        attempt: d.u32("attempt")?,
+        at_ms: d.u64("at_ms")?,
+        outcome: d.string("outcome")?,
+        error: d.opt_string("error")?,
+    };
+    d.end()?;
+    Ok(a)
+}
+
+/// `attempts/s` key: seq BE ‖ at_ms BE ‖ attempt BE (an event's attempts in time order).
+pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
+    let mut k = [0; 20];
+    k[..8].copy_from_slice(&seq.to_be_bytes());
+    k[8..16].copy_from_slice(&at_ms.to_be_bytes());
+    k[16..].copy_from_slice(&attempt.to_be_bytes());
+    k
+}
+
 /// Encodes an audit record.
 pub fn encode_audit(a: &AuditRecord) -> Vec<u8> {
     let text = [&a.key, &a.destination, &a.reason, &a.state_before];
@@ -649,6 +697,14 @@ mod tests {
             state_before: Some("dead".into()),
         };
         check(&a, encode_audit, decode_audit);
+        let t = AttemptRecord {
+            attempt: 2,
+            at_ms: 12,
+            outcome: "retry".into(),
+            error: Some("status 503".into()),
+        };
+        check(&t, encode_attempt, decode_attempt);
+        check(&AttemptRecord { error: None, ..t }, encode_attempt, decode_attempt);
     }
 
     #[test]

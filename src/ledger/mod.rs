@@ -14,10 +14,11 @@ mod read;
 mod store;
 mod writer;
 
-pub use codec::{AuditRecord, DecodeError, EventState};
+pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState};
 pub use handle::{Error, Ledger, LedgerOptions, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
 pub use read::{
-    EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, LIST_SCAN_MAX,
+    EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
+    LIST_SCAN_MAX,
 };
 
 /// An operator action on one event (R20), carried out by the shard writer that owns the key

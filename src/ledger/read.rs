@@ -4,7 +4,7 @@
 
 use rocksdb::IteratorMode;
 
-use super::codec::{self, AuditRecord, EventState};
+use super::codec::{self, AttemptRecord, AuditRecord, EventState};
 use super::handle::{Error, Ledger};
 use super::store::{self, CF_AUDIT, CF_QUARANTINE, CF_REJECTED};
 use super::{DueEvent, Inbox, Settlement};
@@ -13,6 +13,10 @@ use super::{DueEvent, Inbox, Settlement};
 /// or not, with a cursor to go on: a filter that matches little never turns one request
 /// into a walk over the whole ledger.
 pub const LIST_SCAN_MAX: usize = 10_000;
+
+/// Most attempts of one event shown by [`Ledger::event_detail`] (the oldest first); an event
+/// replayed many times keeps more on disk.
+pub const ATTEMPT_HISTORY_MAX: usize = 256;
 
 /// One page of a list, and where the next one starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,8 @@ pub struct EventDetail {
     pub event_type: Option<String>,
     /// Signed timestamp, Unix s.
     pub signed_at: Option<i64>,
+    /// Every settled attempt, oldest first (at most [`ATTEMPT_HISTORY_MAX`]), across replays.
+    pub attempts: Vec<AttemptRecord>,
 }
 
 /// One event as the admin API shows it: its claim, without the body.
@@ -205,7 +211,18 @@ impl Ledger {
             content_type: None,
             event_type: None,
             signed_at: None,
+            attempts: Vec::new(),
         };
+        let name = store::cf_attempts(shard);
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_lower_bound(codec::seq_key(seq));
+        opts.set_iterate_upper_bound(codec::seq_key(seq.saturating_add(1)));
+        opts.set_snapshot(&snap);
+        let history = db.iterator_cf_opt(store::cf(db, &name), opts, IteratorMode::Start);
+        for entry in history.take(ATTEMPT_HISTORY_MAX) {
+            let (_, v) = entry?;
+            detail.attempts.push(codec::decode_attempt(&v).map_err(|e| store::corrupt(&name, e))?);
+        }
         if let Some(v) = snap.get_cf(store::cf(db, &inbox), codec::seq_key(seq))? {
             let r = codec::decode_inbox(&v).map_err(|e| store::corrupt(&inbox, e))?;
             detail.payload = Some(r.body);

@@ -3,7 +3,8 @@
 //!
 //! Layout (one DB, one WAL, so one synced write commits a whole shard batch):
 //! per shard `s`: `claims/{s}` (key → claim), `inbox/{s}` (seq BE → inbox record),
-//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event);
+//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event), `attempts/{s}`
+//! (seq BE ‖ at_ms BE ‖ attempt BE → the attempt's outcome and error: the error history);
 //! global: `rejected`, `quarantine`, `audit`, `meta`. `meta` keys: `shards` (u64 BE, written
 //! once at creation), `seq/{s}` (next seq of shard `s`, u64 BE), `dlq/{s}/{source id}` (DLQ
 //! counter of one source kept by shard `s`, u64 BE; per shard so each key has one writer).
@@ -53,6 +54,10 @@ pub fn cf_inbox(s: usize) -> String {
 /// Name of shard `s`'s schedule column family.
 pub fn cf_schedule(s: usize) -> String {
     format!("schedule/{s}")
+}
+/// Name of shard `s`'s attempt-history column family (`seq ‖ at_ms ‖ attempt` → outcome).
+pub fn cf_attempts(s: usize) -> String {
+    format!("attempts/{s}")
 }
 /// `meta` key of shard `s`'s next seq.
 pub fn meta_seq(s: usize) -> Vec<u8> {
@@ -107,8 +112,8 @@ const SCHEDULE_DELETION_WINDOW: usize = 1024;
 /// Tombstones per window that trigger compaction of a schedule file.
 const SCHEDULE_DELETION_TRIGGER: usize = 256;
 
-fn shard_cfs(s: usize) -> [String; 3] {
-    [cf_claims(s), cf_inbox(s), cf_schedule(s)]
+fn shard_cfs(s: usize) -> [String; 4] {
+    [cf_claims(s), cf_inbox(s), cf_schedule(s), cf_attempts(s)]
 }
 
 /// Opens (or creates) the DB at `path` and returns it with its shard count: the persisted one

@@ -15,7 +15,8 @@ use crossbeam_channel::{select, Receiver};
 use rocksdb::{WriteBatch, WriteOptions};
 
 use super::codec::{
-    self, AuditRecord, Claim, EventState, InboxRecord, QuarantineRecord, RejectRecord,
+    self, AttemptRecord, AuditRecord, Claim, EventState, InboxRecord, QuarantineRecord,
+    RejectRecord,
 };
 use super::store::{self, Db, CF_AUDIT, CF_META, CF_QUARANTINE, CF_REJECTED};
 use super::{
@@ -137,6 +138,7 @@ pub(super) struct Writer {
     cf_claims: String,
     cf_inbox: String,
     cf_schedule: String,
+    cf_attempts: String,
 }
 
 /// A settlement's reply: called with whether it was durably written.
@@ -245,6 +247,7 @@ impl Writer {
             cf_claims: store::cf_claims(shard),
             cf_inbox: store::cf_inbox(shard),
             cf_schedule: store::cf_schedule(shard),
+            cf_attempts: store::cf_attempts(shard),
         }
     }
 
@@ -428,6 +431,7 @@ impl Writer {
     fn transition(&mut self, d: &mut Drain, s: Settlement, sk: [u8; 16]) {
         let (key, mut claim) = self.load_settled(d, s.due_ms, s.seq);
         claim.attempts = s.attempts;
+        self.record_attempt(d, s.seq, s.attempts, &s.outcome);
         d.batch.delete_cf(self.cf(&self.cf_schedule), sk);
         d.schedule.insert(sk, false);
         match s.outcome {
@@ -573,6 +577,23 @@ impl Writer {
         let count = d.dlq.entry(source).or_insert(now);
         *count = count.saturating_sub(1);
         d.batch.put_cf(self.cf(CF_META), store::meta_dlq(self.shard, id), count.to_be_bytes());
+    }
+
+    /// Appends one attempt to the event's error history (`attempts/s`, R20).
+    fn record_attempt(&self, d: &mut Drain, seq: u64, attempt: u32, outcome: &Outcome) {
+        let (code, at_ms, error) = match outcome {
+            Outcome::Delivered { at_ms } => ("delivered", *at_ms, None),
+            Outcome::Retry { error, .. } => ("retry", d.due_ms, Some(error)),
+            Outcome::Dead { error } => ("dead", d.due_ms, Some(error)),
+        };
+        let record = AttemptRecord {
+            attempt,
+            at_ms,
+            outcome: code.to_owned(),
+            error: error.map(|e| codec::truncate_utf8(e, ATTEMPT_ERROR_BYTES_MAX)),
+        };
+        let key = codec::attempt_key(seq, at_ms, attempt);
+        d.batch.put_cf(self.cf(&self.cf_attempts), key, codec::encode_attempt(&record));
     }
 
     /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).

@@ -126,6 +126,13 @@ fn dead_event_is_listed_replayed_by_the_cli_and_delivered() {
     assert_eq!(detail["payload"].as_str().map(str::as_bytes), Some(body.as_slice()));
     assert_eq!(detail["secret_id"], "k1");
     assert_eq!(detail["payload_retained"], true);
+    let history = detail["attempt_history"].as_array().cloned().expect("attempt_history");
+    let outcomes: Vec<(u64, &str)> = history
+        .iter()
+        .map(|a| (a["attempt"].as_u64().unwrap_or(0), a["outcome"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(outcomes, [(1, "retry"), (2, "dead")], "{detail}");
+    assert!(history.iter().all(|a| a["error"].as_str().is_some_and(|e| e.contains("500"))));
 
     f.sink.answer_from_now(200);
     let out = dlq(&f, &["replay", &key, "--reason", "downstream fixed in INC-42"]);
@@ -137,6 +144,12 @@ fn dead_event_is_listed_replayed_by_the_cli_and_delivered() {
     assert_eq!(fwd[2].header("hookwall-attempt"), "1", "attempts were reset");
     let delivered = wait_for_state(&f, &key, "delivered");
     assert_eq!(delivered["attempts"], 1);
+    let history = delivered["attempt_history"].as_array().cloned().expect("attempt_history");
+    let last = history.last().expect("attempts recorded");
+    assert_eq!(
+        (history.len(), &last["attempt"], &last["outcome"]),
+        (3, &1.into(), &"delivered".into())
+    );
     wait_for_sample(&f.hw, "hookwall_dlq_depth", &[("source", "stripe-a")], 0.0, FORWARD_TIMEOUT);
 
     let audit = admin(&f, "GET", "/admin/audit", Some(TOKEN), "");
