@@ -51,6 +51,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             shards_if_new: config.ledger.shards,
             source_ids: config.sources.iter().map(|s| s.id.clone()).collect(),
             notify: Arc::clone(&notify),
+            retention: Some(ledger::Retention {
+                payload: config.ledger.payload_retention,
+                dedupe: config.ledger.dedupe_retention,
+                now_ms: Arc::new(crate::clock::now_unix_ms),
+            }),
         },
         Arc::clone(&metrics),
     )

@@ -343,7 +343,11 @@ async fn detail(operator: &Operator, key: String) -> Reply {
     let found = blocking(&operator.ledger, move |l| l.event_detail(&key)).await;
     match found {
         Ok(Some(d)) => ok(&detail_json(&d)),
-        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", "no event with this key"),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no event with this key (never admitted, or its identity retention ran out)",
+        ),
         Err(reply) => reply,
     }
 }

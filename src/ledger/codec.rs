@@ -198,7 +198,7 @@ pub struct AuditRecord {
     pub state_before: Option<String>,
 }
 
-/// One settled attempt (`attempts/s` value): the error history of an event (R20).
+/// One settled attempt (an attempt-history value in `inbox/s`): the error history of an event (R20).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
     /// Attempt number (1-based; starts again at 1 after a replay).
@@ -237,13 +237,53 @@ pub fn decode_attempt(v: &[u8]) -> Result<AttemptRecord, DecodeError> {
     Ok(a)
 }
 
-/// `attempts/s` key: seq BE ‖ at_ms BE ‖ attempt BE (an event's attempts in time order).
+/// Attempt-history key in `inbox/s`: seq BE ‖ at_ms BE ‖ attempt BE (an event's attempts in
+/// time order, right after its 8-byte record key).
 pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
     let mut k = [0; 20];
     k[..8].copy_from_slice(&seq.to_be_bytes());
     k[8..16].copy_from_slice(&at_ms.to_be_bytes());
     k[16..].copy_from_slice(&attempt.to_be_bytes());
     k
+}
+
+/// What an expiry entry expires once its time has come (R25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryKind {
+    /// The inbox record (raw body) and attempt history: `payload_retention` after settling.
+    Payload,
+    /// The claim (the identity): `dedupe_retention` after admission.
+    Identity,
+}
+
+/// Expiry key (after the shard's `meta` prefix `exp/{s}/`): due_ms BE ‖ kind (0 payload,
+/// 1 identity) ‖ seq BE; the value is the idempotency key.
+pub fn expiry_key(due_ms: u64, kind: ExpiryKind, seq: u64) -> [u8; 17] {
+    let mut k = [0; 17];
+    k[..8].copy_from_slice(&due_ms.to_be_bytes());
+    k[8] = match kind {
+        ExpiryKind::Payload => 0,
+        ExpiryKind::Identity => 1,
+    };
+    k[9..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Splits an expiry key (without its prefix) into `(due_ms, kind, seq)`.
+///
+/// # Errors
+/// [`DecodeError::KeyLength`] for a key that is not 17 bytes, [`DecodeError::Tag`] for an
+/// unknown kind.
+pub fn parse_expiry_key(k: &[u8]) -> Result<(u64, ExpiryKind, u64), DecodeError> {
+    let k: &[u8; 17] = k.try_into().map_err(|_| DecodeError::KeyLength(k.len()))?;
+    let due = u64::from_be_bytes(k[..8].try_into().expect("8 of 17 bytes"));
+    let kind = match k[8] {
+        0 => ExpiryKind::Payload,
+        1 => ExpiryKind::Identity,
+        tag => return Err(DecodeError::Tag { field: "expiry kind", tag }),
+    };
+    let seq = u64::from_be_bytes(k[9..].try_into().expect("8 of 17 bytes"));
+    Ok((due, kind, seq))
 }
 
 /// Encodes an audit record.
@@ -724,6 +764,12 @@ mod tests {
         assert_eq!(parse_schedule_key(&schedule_key(77, 5)), Ok((77, 5)));
         assert!(parse_schedule_key(&[0; 15]).is_err());
         assert!(seq_key(255) < seq_key(256));
+        let e = expiry_key(5, ExpiryKind::Identity, 9);
+        assert_eq!(parse_expiry_key(&e), Ok((5, ExpiryKind::Identity, 9)));
+        assert!(expiry_key(4, ExpiryKind::Identity, 9) < expiry_key(5, ExpiryKind::Payload, 0));
+        let mut bad = e;
+        bad[8] = 7;
+        assert!(parse_expiry_key(&bad).is_err());
     }
 
     #[test]

@@ -35,6 +35,22 @@ pub struct LedgerOptions {
     pub source_ids: Vec<String>,
     /// Notified after a commit that made something due (the dispatcher's wake-up).
     pub notify: Arc<tokio::sync::Notify>,
+    /// Retention of payloads and identities (R25); `None` keeps everything forever.
+    pub retention: Option<Retention>,
+}
+
+/// How long settled events keep their payload and identity (R25), and the clock retention is
+/// judged by (the real one in `serve`; a controllable one in tests).
+#[derive(Clone)]
+pub struct Retention {
+    /// `ledger.payload_retention`: a delivered or dropped event's body and attempt history are
+    /// removed this long after it settled.
+    pub payload: std::time::Duration,
+    /// `ledger.dedupe_retention`: a delivered or dropped event's claim (its identity) is
+    /// removed this long after it was admitted; a copy arriving later is admitted anew.
+    pub dedupe: std::time::Duration,
+    /// Unix ms now.
+    pub now_ms: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 /// Ledger failures: opening, storage errors, corrupt records. Operating errors, returned to
@@ -82,6 +98,7 @@ struct ShardQueues {
     settle: Sender<Queued<Settlement>>,
     reject: Sender<RejectedRecord>,
     operate: Sender<Queued<Operation>>,
+    sweep: Sender<Sender<usize>>,
 }
 
 /// What every clone of a [`Ledger`] shares; dropping it shuts the writers down.
@@ -134,6 +151,7 @@ impl Ledger {
             rejects_dropped: AtomicU64::new(0),
             audit_seq: AtomicU64::new(0),
             sync: opts.sync,
+            retention: opts.retention,
         });
         let mut writers = Vec::with_capacity(shards);
         let mut pending = vec![0i64; shared.source_ids.len()];
@@ -162,8 +180,10 @@ impl Ledger {
             let (settle_tx, settle) = bounded(SETTLE_QUEUE_MAX);
             let (reject_tx, reject) = bounded(REJECT_QUEUE_MAX);
             let (operate_tx, operate) = bounded(OPERATION_QUEUE_MAX);
+            let (sweep_tx, sweep) = bounded(1);
             let (stop_tx, stop_rx) = bounded(1);
-            let q = Queues { admit, settle, reject, operate, stop: stop_rx, gate: gate.clone() };
+            let q =
+                Queues { admit, settle, reject, operate, sweep, stop: stop_rx, gate: gate.clone() };
             let thread = std::thread::Builder::new()
                 .name(format!("ledger-shard-{s}"))
                 .spawn(move || writer.run(q))
@@ -173,6 +193,7 @@ impl Ledger {
                 settle: settle_tx,
                 reject: reject_tx,
                 operate: operate_tx,
+                sweep: sweep_tx,
             });
             stop.push(stop_tx);
             threads.push(thread);
@@ -265,6 +286,20 @@ impl Ledger {
             // Dropping the refused item answers it `Unavailable` (`FailClosed`).
             drop(e.into_inner());
         }
+    }
+
+    /// Makes every shard writer remove what retention has expired by now (R25) and waits for
+    /// them; returns how many records were removed. Writers also do this by themselves every
+    /// `SWEEP_EVERY`; this is for tests and operators who cannot wait.
+    pub fn sweep_expired(&self) -> usize {
+        let mut removed = 0;
+        for q in &self.inner.queues {
+            let (tx, rx) = bounded(1);
+            if q.sweep.send(tx).is_ok() {
+                removed += rx.recv().unwrap_or(0);
+            }
+        }
+        removed
     }
 
     /// Appends an operator action that concerns no event (pause, resume) to the audit log

@@ -15,7 +15,7 @@ mod store;
 mod writer;
 
 pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState};
-pub use handle::{Error, Ledger, LedgerOptions, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
+pub use handle::{Error, Ledger, LedgerOptions, Retention, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
 pub use read::{
     EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
     LIST_SCAN_MAX,

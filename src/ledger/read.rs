@@ -213,15 +213,16 @@ impl Ledger {
             signed_at: None,
             attempts: Vec::new(),
         };
-        let name = store::cf_attempts(shard);
+        // The attempt history follows the record in `inbox/s`: `seq ‖ at_ms ‖ attempt` keys.
+        let name = &inbox;
         let mut opts = rocksdb::ReadOptions::default();
-        opts.set_iterate_lower_bound(codec::seq_key(seq));
+        opts.set_iterate_lower_bound([&codec::seq_key(seq)[..], &[0]].concat());
         opts.set_iterate_upper_bound(codec::seq_key(seq.saturating_add(1)));
         opts.set_snapshot(&snap);
-        let history = db.iterator_cf_opt(store::cf(db, &name), opts, IteratorMode::Start);
+        let history = db.iterator_cf_opt(store::cf(db, name), opts, IteratorMode::Start);
         for entry in history.take(ATTEMPT_HISTORY_MAX) {
             let (_, v) = entry?;
-            detail.attempts.push(codec::decode_attempt(&v).map_err(|e| store::corrupt(&name, e))?);
+            detail.attempts.push(codec::decode_attempt(&v).map_err(|e| store::corrupt(name, e))?);
         }
         if let Some(v) = snap.get_cf(store::cf(db, &inbox), codec::seq_key(seq))? {
             let r = codec::decode_inbox(&v).map_err(|e| store::corrupt(&inbox, e))?;

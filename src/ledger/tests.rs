@@ -27,6 +27,7 @@ fn options(dir: &Path, shards: usize) -> LedgerOptions {
         shards_if_new: shards,
         source_ids: SOURCES.iter().map(|s| (*s).to_owned()).collect(),
         notify: Arc::new(tokio::sync::Notify::new()),
+        retention: None,
     }
 }
 
@@ -493,4 +494,53 @@ fn event_list_pages_and_filters() {
     for bad in ["nope", "9.00", "0.zz"] {
         assert!(matches!(ledger.list_events(&b, Some(bad), 10), Err(Error::Cursor(_))), "{bad}");
     }
+}
+
+/// R25 with a controllable clock: a delivered event's payload goes after `payload_retention`
+/// (it can then no longer be replayed), its identity after `dedupe_retention` (a later copy is
+/// admitted anew); dead and unsettled events keep both.
+#[test]
+fn retention_expires_payloads_then_identities_of_settled_events_only() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const DAY_MS: u64 = 86_400_000;
+    let dir = tmp();
+    let now = Arc::new(AtomicU64::new(crate::clock::now_unix_ms()));
+    let start = now.load(Ordering::SeqCst);
+    let clock = Arc::clone(&now);
+    let mut opts = options(dir.path(), 2);
+    opts.retention = Some(Retention {
+        payload: std::time::Duration::from_millis(3 * DAY_MS),
+        dedupe: std::time::Duration::from_millis(7 * DAY_MS),
+        now_ms: Arc::new(move || clock.load(Ordering::SeqCst)),
+    });
+    let ledger = Ledger::open(opts, metrics()).expect("ledger opens");
+    for key in ["t/s/done", "t/s/dead", "t/s/waiting"] {
+        assert_eq!(decide(&ledger, key, 1, 0, start), Decision::Accepted);
+    }
+    let first = due(&ledger, crate::clock::now_unix_ms());
+    let by_key = |k: &str| first.iter().find(|e| e.key == k).expect("due").clone();
+    let delivered = Outcome::Delivered { at_ms: start };
+    assert!(settle(&ledger, &by_key("t/s/done"), 1, delivered));
+    assert!(settle(&ledger, &by_key("t/s/dead"), 1, Outcome::Dead { error: "410".into() }));
+    let payload = |k: &str| ledger.event_detail(k).expect("reads").and_then(|d| d.payload);
+
+    now.store(start + DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 0, "nothing expires after one day");
+    assert!(payload("t/s/done").is_some());
+
+    now.store(start + 4 * DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 1, "the delivered event's payload");
+    assert!(payload("t/s/done").is_none(), "payload gone after payload_retention");
+    let detail = ledger.event_detail("t/s/done").expect("reads").expect("identity kept");
+    assert!(detail.attempts.is_empty(), "attempt history goes with the payload");
+    assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
+
+    now.store(start + 8 * DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 1, "the delivered event's identity");
+    assert!(ledger.event("t/s/done").expect("reads").is_none(), "identity gone");
+    check(&ledger, "t/s/done", 2, Decision::Accepted);
+    check(&ledger, "t/s/dead", 1, Decision::Duplicate);
+    check(&ledger, "t/s/waiting", 1, Decision::Duplicate);
+    assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
+    assert_eq!(ledger.sweep_expired(), 0, "each entry is handled once");
 }

@@ -15,7 +15,7 @@ use crossbeam_channel::{select, Receiver};
 use rocksdb::{WriteBatch, WriteOptions};
 
 use super::codec::{
-    self, AttemptRecord, AuditRecord, Claim, EventState, InboxRecord, QuarantineRecord,
+    self, AttemptRecord, AuditRecord, Claim, EventState, ExpiryKind, InboxRecord, QuarantineRecord,
     RejectRecord,
 };
 use super::store::{self, Db, CF_AUDIT, CF_META, CF_QUARANTINE, CF_REJECTED};
@@ -45,7 +45,16 @@ pub(super) struct Shared {
     pub sync: bool,
     /// Next audit-record sequence (makes `audit` keys unique across writers and the handle).
     pub audit_seq: AtomicU64,
+    /// Payload and identity retention (R25); `None` keeps everything.
+    pub retention: Option<super::Retention>,
 }
+
+/// How often a shard writer removes what retention expired (also when idle).
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// Most expiry entries one sweep handles. A full sweep leaves a backlog, swept after every
+/// following drain until it is gone: at 4096 per drain this outpaces the two entries each
+/// admission of a drain (at most `COMMIT_BATCH_MAX`) eventually adds.
+const SWEEP_BATCH_MAX: usize = 4096;
 
 impl Shared {
     /// A fresh audit-key sequence number.
@@ -112,6 +121,8 @@ pub(super) struct Queues {
     pub reject: Receiver<RejectedRecord>,
     /// Operator actions (`OPERATION_QUEUE_MAX`).
     pub operate: Receiver<Queued<Operation>>,
+    /// Requests to sweep expired records now; the reply gets the number removed.
+    pub sweep: Receiver<crossbeam_channel::Sender<usize>>,
     /// Disconnected by `shutdown`.
     pub stop: Receiver<()>,
     /// Test seam: the writer waits for this to disconnect before its first drain.
@@ -123,6 +134,8 @@ enum Item {
     Settle(Queued<Settlement>),
     Reject(RejectedRecord),
     Operate(Queued<Operation>),
+    /// Remove what retention expired; reply with the count (a timer's sweep has no reply).
+    Sweep(Option<crossbeam_channel::Sender<usize>>),
 }
 
 /// One shard's writer and the in-memory state it alone owns.
@@ -138,7 +151,10 @@ pub(super) struct Writer {
     cf_claims: String,
     cf_inbox: String,
     cf_schedule: String,
-    cf_attempts: String,
+    /// `meta` key prefix of this shard's expiry entries.
+    expiry_prefix: Vec<u8>,
+    /// The last sweep was full: sweep again after the next drain.
+    expiry_backlog: bool,
 }
 
 /// A settlement's reply: called with whether it was durably written.
@@ -247,7 +263,8 @@ impl Writer {
             cf_claims: store::cf_claims(shard),
             cf_inbox: store::cf_inbox(shard),
             cf_schedule: store::cf_schedule(shard),
-            cf_attempts: store::cf_attempts(shard),
+            expiry_prefix: store::meta_expiry_prefix(shard),
+            expiry_backlog: false,
         }
     }
 
@@ -258,9 +275,25 @@ impl Writer {
         if let Some(gate) = &q.gate {
             let _ = gate.recv();
         }
-        while let Some(first) = next_item(&q) {
+        let mut swept_at = clock::monotonic();
+        let sweeps = self.shared.retention.is_some();
+        while let Some(first) = next_item(&q, sweeps) {
+            if let Item::Sweep(reply) = first {
+                // Alone in its drain: a removed claim never meets this drain's overlay.
+                let removed = self.sweep();
+                swept_at = clock::monotonic();
+                if let Some(reply) = reply {
+                    let _ = reply.send(removed);
+                }
+                continue;
+            }
             let items = drain_more(first, &q);
             self.process(items);
+            let timer = clock::monotonic().duration_since(swept_at) >= SWEEP_EVERY;
+            if sweeps && (self.expiry_backlog || timer) {
+                self.sweep();
+                swept_at = clock::monotonic();
+            }
         }
         while q.admit.try_recv().is_ok()
             || q.settle.try_recv().is_ok()
@@ -277,6 +310,7 @@ impl Writer {
                 Item::Settle(s) => self.settle(&mut d, s.take()),
                 Item::Reject(r) => self.reject(&mut d, &r),
                 Item::Operate(o) => self.operate(&mut d, o.take()),
+                Item::Sweep(_) => unreachable!("sweeps run in their own drain"),
             }
         }
         let written = d.durable_writes + d.rejects == 0 || self.commit(&mut d);
@@ -449,6 +483,7 @@ impl Writer {
                 claim.delivered_at_ms = Some(at_ms);
                 claim.next_attempt_ms = None;
                 *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                self.schedule_expiry(d, &key, &claim);
             }
             Outcome::Dead { error } => {
                 claim.state = EventState::Dead;
@@ -517,6 +552,7 @@ impl Writer {
                 if unsettled {
                     *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
                 }
+                self.schedule_expiry(d, &op.key, &claim);
             }
         }
         let after = claim.state;
@@ -579,6 +615,96 @@ impl Writer {
         d.batch.put_cf(self.cf(CF_META), store::meta_dlq(self.shard, id), count.to_be_bytes());
     }
 
+    /// A delivered or dropped event: its payload expires `payload_retention` from now, its
+    /// identity `dedupe_retention` after admission (R25). Dead events never expire by
+    /// themselves (they wait in the DLQ for an operator).
+    fn schedule_expiry(&self, d: &mut Drain, key: &str, claim: &Claim) {
+        let Some(r) = &self.shared.retention else {
+            return;
+        };
+        let ms = |t: std::time::Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+        let payload_at = d.due_ms.saturating_add(ms(r.payload));
+        let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
+        let seq = claim.seq;
+        for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
+            let k = [self.expiry_prefix.as_slice(), &codec::expiry_key(at, kind, seq)].concat();
+            d.batch.put_cf(self.cf(CF_META), k, key);
+        }
+    }
+
+    /// Removes what retention expired by now (at most `SWEEP_BATCH_MAX` entries): the inbox
+    /// record and attempt history (payload), or the claim (identity), of events still
+    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
+    /// Returns how many records were removed. A failed write leaves the entries for the next
+    /// sweep.
+    fn sweep(&mut self) -> usize {
+        let Some(r) = self.shared.retention.clone() else {
+            return 0;
+        };
+        let now = (r.now_ms)();
+        let mut batch = WriteBatch::default();
+        let mut removed = 0usize;
+        let mut opts = rocksdb::ReadOptions::default();
+        let end = codec::expiry_key(now.saturating_add(1), ExpiryKind::Payload, 0);
+        opts.set_iterate_lower_bound(self.expiry_prefix.clone());
+        opts.set_iterate_upper_bound([self.expiry_prefix.as_slice(), &end].concat());
+        let entries = self.db.iterator_cf_opt(self.cf(CF_META), opts, rocksdb::IteratorMode::Start);
+        let mut handled = 0usize;
+        for entry in entries.take(SWEEP_BATCH_MAX) {
+            handled += 1;
+            let Ok((k, key)) = entry else {
+                tracing::error!(shard = self.shard, "The ledger could not read its expiry list; retention waits for the next sweep.");
+                return 0;
+            };
+            let (_, kind, seq) = codec::parse_expiry_key(&k[self.expiry_prefix.len()..])
+                .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
+            batch.delete_cf(self.cf(CF_META), &k);
+            let key = String::from_utf8_lossy(&key).into_owned();
+            let settled = match self.read_claim(&key) {
+                Ok(Some(c)) => {
+                    c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped)
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; retention waits for the next sweep.");
+                    return 0;
+                }
+            };
+            if !settled {
+                continue;
+            }
+            match kind {
+                // The inbox record and its attempt history sort in [seq, seq + 1).
+                ExpiryKind::Payload => {}
+                // The event is forgotten: its claim, and whatever payload is left.
+                ExpiryKind::Identity => batch.delete_cf(self.cf(&self.cf_claims), &key),
+            }
+            let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
+            batch.delete_range_cf(self.cf(&self.cf_inbox), from, to);
+            removed += 1;
+        }
+        self.expiry_backlog = handled == SWEEP_BATCH_MAX;
+        if batch.is_empty() {
+            return 0;
+        }
+        match self.db.write(batch) {
+            Ok(()) => {
+                if removed > 0 {
+                    tracing::debug!(
+                        shard = self.shard,
+                        removed,
+                        "Retention removed expired records."
+                    );
+                }
+                removed
+            }
+            Err(e) => {
+                tracing::error!(shard = self.shard, error = %e, "The ledger could not write a retention sweep; it is retried later.");
+                0
+            }
+        }
+    }
+
     /// Appends one attempt to the event's error history (`attempts/s`, R20).
     fn record_attempt(&self, d: &mut Drain, seq: u64, attempt: u32, outcome: &Outcome) {
         let (code, at_ms, error) = match outcome {
@@ -593,7 +719,7 @@ impl Writer {
             error: error.map(|e| codec::truncate_utf8(e, ATTEMPT_ERROR_BYTES_MAX)),
         };
         let key = codec::attempt_key(seq, at_ms, attempt);
-        d.batch.put_cf(self.cf(&self.cf_attempts), key, codec::encode_attempt(&record));
+        d.batch.put_cf(self.cf(&self.cf_inbox), key, codec::encode_attempt(&record));
     }
 
     /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).
@@ -698,13 +824,23 @@ impl Writer {
 }
 
 /// Blocks for the next item; `None` once `stop` disconnects (or every queue does).
-fn next_item(q: &Queues) -> Option<Item> {
-    select! {
-        recv(q.admit) -> m => m.ok().map(Item::Admit),
-        recv(q.settle) -> m => m.ok().map(Item::Settle),
-        recv(q.reject) -> m => m.ok().map(Item::Reject),
-        recv(q.operate) -> m => m.ok().map(Item::Operate),
-        recv(q.stop) -> _ => None,
+fn next_item(q: &Queues, sweeps: bool) -> Option<Item> {
+    // Idle writers with retention sweep every `SWEEP_EVERY`; without it, they just wait.
+    let idle = if sweeps { SWEEP_EVERY } else { std::time::Duration::from_secs(3600) };
+    loop {
+        select! {
+            recv(q.admit) -> m => return m.ok().map(Item::Admit),
+            recv(q.settle) -> m => return m.ok().map(Item::Settle),
+            recv(q.reject) -> m => return m.ok().map(Item::Reject),
+            recv(q.operate) -> m => return m.ok().map(Item::Operate),
+            recv(q.sweep) -> m => return m.ok().map(|reply| Item::Sweep(Some(reply))),
+            recv(q.stop) -> _ => return None,
+            default(idle) => {
+                if sweeps {
+                    return Some(Item::Sweep(None));
+                }
+            }
+        }
     }
 }
 
