@@ -1107,6 +1107,46 @@ mod tests {
         format!("{top}\n{source}")
     }
 
+    /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing
+    /// or empty one is an error naming the field. The destination keys of the operator
+    /// tooling (`paused`, `breaker_failures_max`, `signing_secret`) parse and are checked.
+    #[test]
+    fn admin_token_and_operator_destination_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "  s3cret-token\n").unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let admin = |path: &Path| format!("[admin]\ntoken_file = {:?}", path.display().to_string());
+        let config = check(&minimal_with(&admin(&token), ""), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.admin.token.as_ref().map(|t| t.0.as_str()), Some("s3cret-token"));
+        assert!(!format!("{config:?}").contains("s3cret"), "Debug hides the token");
+        check(&minimal_with(&admin(&empty), ""), Expect::Errors(&["admin.token_file: "]));
+        let missing = dir.path().join("missing");
+        check(
+            &minimal_with(&admin(&missing), ""),
+            Expect::Errors(&["admin.token_file: cannot read"]),
+        );
+
+        let text = format!(
+            "{MINIMAL}paused = true\nbreaker_failures_max = 0\n\
+             signing_secret = {{ env = \"STANDARD_SECRET\" }}\n"
+        );
+        let config = check(&text, Expect::Ok(&[])).unwrap();
+        let d = &config.destinations[0];
+        assert!(d.paused && d.breaker_failures_max == 0 && d.signing_key.is_some());
+        let bad = format!(
+            "{MINIMAL}breaker_failures_max = -1\nsigning_secret = {{ env = \"GH_SECRET\" }}\n"
+        );
+        check(
+            &bad,
+            Expect::Errors(&[
+                "destination[d].breaker_failures_max",
+                "destination[d].signing_secret: Standard Webhooks secret is not base64",
+            ]),
+        );
+    }
+
     #[test]
     fn every_file_in_config_dir_loads() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
