@@ -29,7 +29,7 @@ use crate::ledger::{
 const ADMIN_BODY_BYTES_MAX: usize = 16 * 1024;
 /// Longest operator reason kept in the audit log, in bytes; longer is answered 400.
 pub const REASON_BYTES_MAX: usize = 1024;
-/// Default and largest page size of the list routes.
+/// Default page size of the list routes.
 const LIST_LIMIT_DEFAULT: usize = 100;
 /// Largest `limit` accepted by the list routes.
 pub const LIST_LIMIT_MAX: usize = 1000;
