@@ -60,6 +60,7 @@ fn bench_admit(c: &mut Criterion) {
             shards_if_new: 1,
             source_ids: vec!["src".to_owned()],
             notify: Arc::new(tokio::sync::Notify::new()),
+            retention: None,
         },
         Arc::clone(&metrics),
     )

@@ -1,5 +1,6 @@
 //! The command line (SPEC §1): `hookwall serve -c FILE`, `hookwall check-config -c FILE`,
-//! `hookwall verify`, `hookwall loadgen` (in [`crate::loadgen`]).
+//! `hookwall verify`, `hookwall loadgen` (in [`crate::loadgen`]), `hookwall dlq …` (the
+//! operator CLI, `dlq.rs`).
 //! Exit codes: 0 ok, 2 bad usage or config, 1 runtime failure.
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ pub enum Command {
     /// Load generator: signed deliveries to any URL, open loop (`--rate`, coordinated-omission
     /// corrected) or closed loop (`--max`); HdrHistogram percentiles and answer counts.
     Loadgen(crate::loadgen::Args),
+    /// Operator tooling over the admin API: list, inspect, replay and drop events (R20).
+    Dlq(crate::dlq::DlqArgs),
 }
 
 /// `verify`'s arguments (SPEC §1).
@@ -110,6 +113,7 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Verify(args) => verify(args),
         Command::Loadgen(args) => crate::loadgen::main(&args),
+        Command::Dlq(args) => crate::dlq::run(args),
         Command::Serve(ServeArgs { config: arg, log_format }) => {
             init_logging(log_format);
             abort_on_panic();

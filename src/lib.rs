@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod dispatch;
+pub mod dlq;
 pub mod http;
 pub mod ingress;
 pub mod inspect;

@@ -56,6 +56,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             shards_if_new: config.ledger.shards,
             source_ids: config.sources.iter().map(|s| s.id.clone()).collect(),
             notify: Arc::clone(&notify),
+            retention: Some(ledger::Retention {
+                payload: config.ledger.payload_retention,
+                dedupe: config.ledger.dedupe_retention,
+                now_ms: Arc::new(crate::clock::now_unix_ms),
+            }),
         },
         Arc::clone(&metrics),
     )
@@ -63,11 +68,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 
     let live = Arc::new(Live::new(Arc::clone(&config)));
     let health = ledger.clone();
+    let controls = Arc::new(dispatch::Controls::new(&config, Arc::clone(&notify)));
     let admin_state = Arc::new(AdminState {
         config: Arc::clone(&live),
         metrics: Arc::clone(&metrics),
         ledger_healthy: Box::new(move || health.healthy()),
         listeners_bound: AtomicBool::new(false),
+        operator: Some(admin::Operator { ledger: ledger.clone(), controls: Arc::clone(&controls) }),
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
     let inbox: Arc<dyn ledger::Inbox> = Arc::new(ledger.clone());
@@ -77,8 +84,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         Some(store) => Some(tls::server_config(Arc::clone(store)).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let dispatcher = dispatch::spawn(Arc::clone(&live), inbox, notify, Arc::clone(&metrics))
-        .context("starting the dispatcher")?;
+    let dispatcher = dispatch::spawn_controlled(
+        Arc::clone(&live),
+        inbox,
+        notify,
+        Arc::clone(&metrics),
+        controls,
+    )
+    .context("starting the dispatcher")?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);

@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 
 use crate::answer::Answer;
 use crate::config::Config;
+use crate::dispatch::Controls;
 use crate::ingress::gate::Refusal;
 use crate::metrics::{latency_histogram, AttemptOutcome, Metrics};
 
@@ -116,6 +117,36 @@ pub const METRIC_NAMES: [&str; 16] = [
     RELOADS.name,
     RELOAD_OK.name,
 ];
+
+const PAUSED: Family = Family {
+    name: "hookwall_dispatch_paused",
+    kind: "gauge",
+    help: "1 while the destination is paused by an operator or by destination.paused.",
+};
+const BREAKER_OPEN: Family = Family {
+    name: "hookwall_dispatch_breaker_open",
+    kind: "gauge",
+    help: "1 while the destination's circuit breaker is open (one probe attempt at a time).",
+};
+
+/// The destination-switch families, rendered by [`render_controls`] where the dispatcher's
+/// [`Controls`] exist (the running appliance).
+pub const CONTROL_METRIC_NAMES: [&str; 2] = [PAUSED.name, BREAKER_OPEN.name];
+
+/// Renders the families of [`CONTROL_METRIC_NAMES`]: per destination, whether it is paused and
+/// whether its circuit breaker is open (0 or 1).
+pub fn render_controls(config: &Config, controls: &Controls) -> String {
+    let mut out = Out(String::with_capacity(512));
+    let switches: [(&Family, &dyn Fn(usize) -> bool); 2] =
+        [(&PAUSED, &|d| controls.paused(d)), (&BREAKER_OPEN, &|d| controls.breaker_open(d))];
+    for (family, on) in switches {
+        out.family(family);
+        for (d, dest) in config.destinations.iter().enumerate() {
+            out.sample(family.name, &[("destination", &dest.id)], if on(d) { "1" } else { "0" });
+        }
+    }
+    out.0
+}
 
 /// Quantiles reported by every summary (SPEC §7).
 const QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.9, "0.9"), (0.99, "0.99"), (0.999, "0.999")];

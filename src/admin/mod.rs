@@ -1,10 +1,13 @@
 //! The admin listener (SPEC §6): `GET /metrics` (Prometheus text, SPEC §7), `GET /healthz`
-//! (process alive), `GET /readyz` (ledger writable and listeners bound). `/admin/*` (events, DLQ
-//! replay/drop, audit; R20) answers 404 `not_implemented` until the admin API lands.
+//! (process alive), `GET /readyz` (ledger writable and listeners bound), and the operator API
+//! `/admin/*` (events, DLQ replay/drop, audit, destination pause/resume; R20) behind a bearer
+//! token (`api.rs`, `auth.rs`; shapes in `docs/admin.md`).
 //!
 //! Off the hot path: one thread `admin` with a `current_thread` tokio runtime and a hyper 1
 //! HTTP/1.1 server; each scrape sums the per-core counters and merges the histograms.
 
+pub mod api;
+pub mod auth;
 mod exposition;
 #[cfg(test)]
 mod tests;
@@ -19,7 +22,8 @@ use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::{oneshot, Semaphore};
 
-pub use exposition::{render_metrics, METRIC_NAMES};
+pub use api::Operator;
+pub use exposition::{render_controls, render_metrics, CONTROL_METRIC_NAMES, METRIC_NAMES};
 
 use crate::config::Live;
 use crate::metrics::Metrics;
@@ -43,6 +47,8 @@ pub struct AdminState {
     pub ledger_healthy: Box<dyn Fn() -> bool + Send + Sync>,
     /// Set once every ingress listener is bound (for `/readyz`).
     pub listeners_bound: AtomicBool,
+    /// What `/admin/*` acts on; `None` answers those routes 503 (tests of the other routes).
+    pub operator: Option<Operator>,
 }
 
 /// The running admin listener.
@@ -122,8 +128,14 @@ async fn serve_connection(
     _permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-        let response = route(&state, request.method(), request.uri().path());
-        async move { Ok::<_, Infallible>(response) }
+        let state = Arc::clone(&state);
+        async move {
+            let path = request.uri().path();
+            if path.starts_with("/admin/") || path == "/admin" {
+                return Ok::<_, Infallible>(api::handle(state, request).await);
+            }
+            Ok(route(&state, request.method(), path))
+        }
     });
     let served = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
@@ -135,11 +147,8 @@ async fn serve_connection(
     }
 }
 
-/// The routing table of SPEC §6 (request bodies are never read).
+/// The routing table of SPEC §6 besides `/admin/*` (request bodies are never read).
 fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
-    if path.starts_with("/admin/") || path == "/admin" {
-        return json(StatusCode::NOT_FOUND, r#"{"status":"not_implemented"}"#.to_owned());
-    }
     if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
         return json(StatusCode::NOT_FOUND, r#"{"status":"not_found"}"#.to_owned());
     }
@@ -168,7 +177,11 @@ fn readiness(state: &AdminState) -> Response<Full<Bytes>> {
 }
 
 fn metrics(state: &AdminState) -> Response<Full<Bytes>> {
-    let text = render_metrics(&state.config.get(), &state.metrics);
+    let config = state.config.get();
+    let mut text = render_metrics(&config, &state.metrics);
+    if let Some(operator) = &state.operator {
+        text.push_str(&render_controls(&config, &operator.controls));
+    }
     respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

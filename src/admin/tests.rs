@@ -162,6 +162,7 @@ fn server(ledger_ok: bool) -> Server {
         config: Arc::new(Live::new(Arc::new(config()))),
         metrics: Arc::new(metrics()),
         ledger_healthy: Box::new(move || ledger_ok),
+        operator: None,
         listeners_bound: AtomicBool::new(false),
     });
     let handle = spawn(listener, Arc::clone(&state)).expect("admin starts");
@@ -214,8 +215,11 @@ fn ledger_down_is_not_ready_and_other_routes_are_refused() {
     let (status, head, _) = get(s.addr, "POST", "/metrics");
     assert_eq!(status, 405);
     assert!(head.contains("allow: get"), "{head}");
+    // No admin.token_file: every /admin/* route is refused with a reason.
     let (status, _, body) = get(s.addr, "POST", "/admin/events/a%2Fb%2Fc/replay");
-    assert_eq!((status, body.as_str()), (404, r#"{"status":"not_implemented"}"#));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains(r#""status":"admin_disabled""#), "{body}");
+    assert!(body.contains("admin.token_file"), "{body}");
     assert_eq!(get(s.addr, "GET", "/nope").0, 404);
     s.handle.shutdown();
 }

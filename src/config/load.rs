@@ -20,8 +20,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::types::{
-    AdminConfig, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
-    SourceConfig, TlsConfig,
+    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
+    SigningKey, SourceConfig, TlsConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -56,6 +56,7 @@ const ATTEMPTS: RangeInclusive<i64> = 1..=100;
 const CONCURRENCY: RangeInclusive<i64> = 1..=4096;
 /// `server.connections_max` and `server.connections_per_ip_max` (0 = default / off).
 const CONNECTIONS: RangeInclusive<i64> = 0..=1_000_000;
+const BREAKER_FAILURES: RangeInclusive<i64> = 0..=1_000_000;
 
 /// One problem found in the configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +185,8 @@ struct RawDestination {
     backoff_max: Option<String>,
     concurrency_max: Option<i64>,
     signing_secret: Option<RawSecretRef>,
+    paused: Option<bool>,
+    breaker_failures_max: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -688,7 +691,26 @@ impl Check<'_> {
             self.error("admin.token_file", "is empty; omit it to disable /admin/*");
         }
         let token_file = raw.token_file.as_deref().filter(|p| !p.is_empty()).map(PathBuf::from);
-        AdminConfig { token_file }
+        let token = token_file.as_ref().and_then(|path| self.admin_token(path));
+        AdminConfig { token_file, token }
+    }
+
+    /// Reads the admin bearer token: a missing, unreadable or empty file is an error (an
+    /// admin API configured without a usable token would lock every operator out).
+    fn admin_token(&mut self, path: &Path) -> Option<AdminToken> {
+        match std::fs::read_to_string(path) {
+            Ok(text) if text.trim().is_empty() => {
+                let message =
+                    format!("{} is empty; write the bearer token into it", path.display());
+                self.error("admin.token_file", message);
+                None
+            }
+            Ok(text) => Some(AdminToken(text.trim().to_owned())),
+            Err(e) => {
+                self.error("admin.token_file", format!("cannot read {}: {e}", path.display()));
+                None
+            }
+        }
     }
 
     fn destinations(&mut self, raw: &[RawDestination]) -> Vec<DestinationConfig> {
@@ -727,10 +749,23 @@ impl Check<'_> {
             self.error(&field("backoff_min"), "is greater than backoff_max");
         }
         let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
-        if let Some(secret) = &raw.signing_secret {
-            self.secret_ref_form(&field("signing_secret"), secret);
-            self.warn(&field("signing_secret"), "not implemented yet, ignored");
-        }
+        let breaker = self.int(
+            &field("breaker_failures_max"),
+            raw.breaker_failures_max,
+            10,
+            BREAKER_FAILURES,
+        );
+        let signing_key = raw.signing_secret.as_ref().and_then(|secret| {
+            let label = field("signing_secret");
+            let text = self.secret_ref_text(&label, secret)?;
+            match provider::hmac_key(Provider::Standard, &text) {
+                Ok(key) => Some(SigningKey(key)),
+                Err(why) => {
+                    self.error(&label, format!("{why} (expected whsec_ followed by base64)"));
+                    None
+                }
+            }
+        });
         DestinationConfig {
             id,
             url,
@@ -739,15 +774,24 @@ impl Check<'_> {
             backoff_min,
             backoff_max,
             concurrency_max: usize::try_from(concurrency).unwrap_or(64),
+            paused: raw.paused.unwrap_or(false),
+            breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
+            signing_key,
         }
     }
 
-    /// `signing_secret = { value | env | file }`: checked for form only (not read yet).
-    fn secret_ref_form(&mut self, field: &str, raw: &RawSecretRef) {
-        let given = [&raw.value, &raw.env, &raw.file].iter().filter(|v| v.is_some()).count();
-        if given != 1 {
-            self.error(field, "needs exactly one of value, env or file");
-        }
+    /// `signing_secret = { value | env | file }`: the secret's text, read like a source secret
+    /// (an inline value is warned about; an unset variable or unreadable file is an error).
+    fn secret_ref_text(&mut self, label: &str, raw: &RawSecretRef) -> Option<String> {
+        let as_secret = RawSecret {
+            id: None,
+            value: raw.value.clone(),
+            env: raw.env.clone(),
+            file: raw.file.clone(),
+            not_before: None,
+            not_after: None,
+        };
+        self.secret_text(label, &as_secret)
     }
 
     fn sources(
@@ -1112,6 +1156,46 @@ mod tests {
         format!("{top}\n{source}")
     }
 
+    /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing
+    /// or empty one is an error naming the field. The destination keys of the operator
+    /// tooling (`paused`, `breaker_failures_max`, `signing_secret`) parse and are checked.
+    #[test]
+    fn admin_token_and_operator_destination_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "  s3cret-token\n").unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let admin = |path: &Path| format!("[admin]\ntoken_file = {:?}", path.display().to_string());
+        let config = check(&minimal_with(&admin(&token), ""), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.admin.token.as_ref().map(|t| t.0.as_str()), Some("s3cret-token"));
+        assert!(!format!("{config:?}").contains("s3cret"), "Debug hides the token");
+        check(&minimal_with(&admin(&empty), ""), Expect::Errors(&["admin.token_file: "]));
+        let missing = dir.path().join("missing");
+        check(
+            &minimal_with(&admin(&missing), ""),
+            Expect::Errors(&["admin.token_file: cannot read"]),
+        );
+
+        let text = format!(
+            "{MINIMAL}paused = true\nbreaker_failures_max = 0\n\
+             signing_secret = {{ env = \"STANDARD_SECRET\" }}\n"
+        );
+        let config = check(&text, Expect::Ok(&[])).unwrap();
+        let d = &config.destinations[0];
+        assert!(d.paused && d.breaker_failures_max == 0 && d.signing_key.is_some());
+        let bad = format!(
+            "{MINIMAL}breaker_failures_max = -1\nsigning_secret = {{ env = \"GH_SECRET\" }}\n"
+        );
+        check(
+            &bad,
+            Expect::Errors(&[
+                "destination[d].breaker_failures_max",
+                "destination[d].signing_secret: Standard Webhooks secret is not base64",
+            ]),
+        );
+    }
+
     #[test]
     fn every_file_in_config_dir_loads() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -1361,7 +1445,8 @@ mod tests {
     fn warnings() {
         let top = "[ledger]\nsync = false\ndedupe_retention = \"1d\"\npayload_retention = \"2d\"";
         let extra = "ordering_key = \"/data/id\"\n[[destination]]\nid = \"unused\"\n\
-                     url = \"http://localhost:1/\"\nsigning_secret = { env = \"X\" }";
+                     url = \"http://localhost:1/\"\n\
+                     signing_secret = { value = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\" }";
         let retired =
             r#"secrets = [{ id = "k", env = "GH_SECRET", not_after = "2025-01-01T00:00:00Z" }]"#;
         let text = minimal_with(top, extra)
@@ -1371,7 +1456,7 @@ mod tests {
             Expect::Ok(&[
                 "ledger.sync: false: acks before fsync; for benchmarks only",
                 "ledger.payload_retention: is longer than ledger.dedupe_retention",
-                "destination[unused].signing_secret: not implemented yet, ignored",
+                "destination[unused].signing_secret: inline secret value; prefer env or file",
                 "source[s]: every secret is past its not_after",
                 "source[s].ordering_key: not implemented yet, ignored",
                 "ledger.dedupe_retention: is 1day but source s (github) needs at least 3days",

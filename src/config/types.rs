@@ -101,8 +101,22 @@ pub struct LedgerConfig {
 /// `[admin]`.
 #[derive(Debug)]
 pub struct AdminConfig {
-    /// File holding the bearer token for `/admin/*`; `None` disables `/admin/*` (answers 404).
+    /// File holding the bearer token for `/admin/*`; `None` disables `/admin/*` (every
+    /// `/admin/*` request is answered 403 `admin_disabled`).
     pub token_file: Option<PathBuf>,
+    /// The token read from `token_file` at load (surrounding whitespace trimmed); `Some`
+    /// exactly when `token_file` is set (a missing or empty file is a config error).
+    pub token: Option<AdminToken>,
+}
+
+/// The admin bearer token. Its `Debug` never prints it (R28).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(pub String);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(..)")
+    }
 }
 
 /// One verification secret of a source, ready to use (R3: several per source for rotation).
@@ -178,4 +192,25 @@ pub struct DestinationConfig {
     pub backoff_max: Duration,
     /// In-flight attempts to this destination, at least 1.
     pub concurrency_max: usize,
+    /// Whether the destination starts paused (`paused = true`: events are admitted and wait,
+    /// no attempt is made until `POST /admin/destinations/{id}/resume`). Default `false`.
+    pub paused: bool,
+    /// Consecutive failed attempts (timeouts, connection errors, 408, 429, 5xx) after which
+    /// the destination's circuit breaker opens: then one probe attempt at a time, at most one
+    /// per `backoff_min`, until one succeeds. `0` = no breaker. Default 10.
+    pub breaker_failures_max: u32,
+    /// `signing_secret` (Standard Webhooks `whsec_…`): when set, every forward is signed with
+    /// `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,…` (SPEC §5).
+    pub signing_key: Option<SigningKey>,
+}
+
+/// A destination's Standard Webhooks signing key: HMAC-SHA256 keyed by the base64-decoded
+/// part of `whsec_…`. Its `Debug` never prints key material (R28).
+#[derive(Clone)]
+pub struct SigningKey(pub ring::hmac::Key);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(..)")
+    }
 }

@@ -83,6 +83,16 @@ pub fn backoff(attempts_made: u32, dest: &DestinationConfig, rng: &mut impl rand
     Duration::from_nanos(rng.random_range(low_ns..=high_ns))
 }
 
+/// Whether `result` says the destination itself is failing (timeout, connection or transport
+/// error, 408, 429, 5xx): what the circuit breaker counts. A 2xx or a permanent answer shows a
+/// destination that works, even if it refused this event.
+pub fn destination_failed(result: &AttemptResult) -> bool {
+    match result {
+        AttemptResult::Status { code, .. } => status_is_retryable(*code),
+        AttemptResult::Timeout | AttemptResult::Connect(_) | AttemptResult::Other(_) => true,
+    }
+}
+
 /// 408 Request Timeout, 429 Too Many Requests and every 5xx are worth another attempt.
 fn status_is_retryable(code: u16) -> bool {
     matches!(code, 408 | 429 | 500..=599)
@@ -134,6 +144,9 @@ mod tests {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(3600),
             concurrency_max: 4,
+            paused: false,
+            breaker_failures_max: 10,
+            signing_key: None,
         }
     }
 

@@ -77,6 +77,23 @@ pub(super) struct Engine {
     /// Whether the last scan may have left due events unread or unstarted (it hit its limit
     /// or a destination was full): then freed slots are worth a scan.
     backlog: bool,
+    /// Pause switches of the destinations.
+    controls: Arc<super::Controls>,
+    /// `controls.resumes()` at the last scan: a change means a destination was resumed, and
+    /// the events held back for it lie behind the cursors.
+    resumes_seen: u64,
+    /// Per destination: the circuit breaker's count and probe time.
+    breakers: Vec<Breaker>,
+}
+
+/// One destination's circuit breaker (its open/closed state lives in [`super::Controls`], where
+/// the admin API and `/metrics` read it).
+#[derive(Debug, Clone, Copy, Default)]
+struct Breaker {
+    /// Consecutive failed attempts (`destination_failed`).
+    failures: u32,
+    /// While open: no probe starts before this.
+    probe_at: Option<std::time::Instant>,
 }
 
 /// What woke the loop.
@@ -95,6 +112,7 @@ impl Engine {
         notify: Arc<Notify>,
         metrics: Arc<Metrics>,
         client: reqwest::Client,
+        controls: Arc<super::Controls>,
     ) -> Engine {
         // Each in-flight slot sends exactly one reply, so the channel holds at most
         // `in_flight.len()` messages: bounded by the set it serves.
@@ -102,6 +120,7 @@ impl Engine {
         let generation = live.generation();
         let config = live.get();
         let busy = vec![0; config.destinations.len()];
+        let busy_len = busy.len();
         let cursors = vec![None; inbox.shards()];
         let now = crate::clock::monotonic();
         Engine {
@@ -124,6 +143,9 @@ impl Engine {
             scan_at: now,
             scan_wanted: true,
             backlog: false,
+            resumes_seen: controls.resumes(),
+            breakers: vec![Breaker::default(); busy_len],
+            controls,
         }
     }
 
@@ -216,7 +238,10 @@ impl Engine {
             return IDLE_WAIT_MAX;
         }
         let now = crate::clock::monotonic();
-        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY {
+        let resumes = self.controls.resumes();
+        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY || resumes != self.resumes_seen
+        {
+            self.resumes_seen = resumes;
             self.full_scan_at = now;
             self.cursors.iter_mut().for_each(|c| *c = None);
         }
@@ -250,11 +275,56 @@ impl Engine {
         }
     }
 
-    /// Attempts that could start now, over all destinations: a scan never reads more events
-    /// than can be started (reading bodies that would only be dropped is wasted IO).
+    /// Attempts that could start now, over all running (not paused) destinations: a scan
+    /// never reads more events than can be started (reading bodies that would only be dropped
+    /// is wasted IO), and with every destination paused nothing is scanned at all.
     fn free_slots(&self) -> usize {
         let config = &self.config.destinations;
-        config.iter().zip(&self.busy).map(|(d, busy)| d.concurrency_max.saturating_sub(*busy)).sum()
+        let now = crate::clock::monotonic();
+        let caps = (0..config.len()).map(|d| self.cap(d, now));
+        caps.zip(&self.busy).map(|(cap, busy)| cap.saturating_sub(*busy)).sum()
+    }
+
+    /// How many attempts destination `d` may have in flight now: 0 while paused; while its
+    /// breaker is open, 1 once the probe time has come (else 0); otherwise `concurrency_max`.
+    fn cap(&self, d: usize, now: std::time::Instant) -> usize {
+        if self.controls.paused(d) {
+            return 0;
+        }
+        if self.controls.breaker_open(d) {
+            let due = self.breakers.get(d).and_then(|b| b.probe_at).is_none_or(|at| now >= at);
+            return usize::from(due);
+        }
+        self.config.destinations.get(d).map_or(0, |c| c.concurrency_max)
+    }
+
+    /// Counts a finished attempt against destination `d`'s breaker: opens it after
+    /// `breaker_failures_max` consecutive failures, keeps it open (next probe after
+    /// `backoff_min`) while probes fail, closes it on the first success.
+    fn breaker(&mut self, d: usize, result: &AttemptResult) {
+        let (Some(config), Some(b)) = (self.config.destinations.get(d), self.breakers.get_mut(d))
+        else {
+            return;
+        };
+        let open = self.controls.breaker_open(d);
+        if !super::destination_failed(result) {
+            b.failures = 0;
+            b.probe_at = None;
+            if open {
+                self.controls.set_breaker_open(d, false);
+                tracing::info!(destination = %config.id, "Circuit breaker closed: a probe attempt succeeded.");
+            }
+            return;
+        }
+        b.failures = b.failures.saturating_add(1);
+        let limit = config.breaker_failures_max;
+        if open || (limit > 0 && b.failures >= limit) {
+            b.probe_at = Some(crate::clock::monotonic() + config.backoff_min);
+            if !open {
+                self.controls.set_breaker_open(d, true);
+                tracing::warn!(destination = %config.id, failures = b.failures, "Circuit breaker open: probing with one attempt at a time.");
+            }
+        }
     }
 
     /// Reads up to `limit` due events per shard off the tokio thread (the ledger read may
@@ -291,7 +361,11 @@ impl Engine {
             self.unroutable(event);
             return true;
         };
-        if self.busy[destination] >= dest.concurrency_max {
+        if self.controls.paused(destination) {
+            // Not held: the cursor moves on, and a resume rescans from the head.
+            return true;
+        }
+        if self.busy[destination] >= self.cap(destination, crate::clock::monotonic()) {
             return false;
         }
         if !self.in_flight.insert(slot) {
@@ -303,6 +377,7 @@ impl Engine {
             timeout: dest.timeout,
             source_id: source.id.clone(),
             provider: source.provider.name(),
+            signing_key: dest.signing_key.as_ref().map(|k| k.0.clone()),
         };
         let client = self.client.clone();
         self.attempts.spawn(attempt_task(client, target, event, destination));
@@ -327,6 +402,7 @@ impl Engine {
             *busy = busy.saturating_sub(1);
         }
         let now_ms = crate::clock::now_unix_ms();
+        self.breaker(f.destination, &f.result);
         let dest = &self.config.destinations[f.destination];
         let outcome = classify(&f.result, f.attempts_made, dest, now_ms, &mut self.rng);
         self.record(&f, &outcome, now_ms);

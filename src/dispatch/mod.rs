@@ -11,8 +11,14 @@
 //! until its settlement is durably written; a failed write leaves the old schedule entry, and the
 //! attempt is repeated with the same `Idempotency-Key` (at-least-once).
 //!
-//! Not yet: Standard Webhooks signing of forwards (`destination.signing_secret`), delivery in
-//! admission order per `ordering_key`.
+//! A paused destination ([`Controls`], `destination.paused`, the admin API) gets no attempts: its
+//! events stay due in the ledger until it is resumed. A circuit breaker per destination opens
+//! after `breaker_failures_max` consecutive failed attempts: then one probe attempt at a time,
+//! at most one per `backoff_min`, until one succeeds and closes it, so a dead downstream does
+//! not burn every event's attempts.
+//!
+//! When a destination has a `signing_secret`, each attempt is signed with Standard Webhooks at
+//! attempt time (`attempt::sign`). Not yet: delivery in admission order per `ordering_key`.
 
 mod attempt;
 mod classify;
@@ -20,15 +26,80 @@ mod engine;
 #[cfg(test)]
 mod tests;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{oneshot, Notify};
 
-pub use classify::{backoff, classify, AttemptResult};
+use crate::config::Config;
+
+pub use classify::{backoff, classify, destination_failed, AttemptResult};
 
 use crate::config::Live;
 use crate::ledger::Inbox;
 use crate::metrics::Metrics;
+
+/// Operator switches of the destinations, shared by the dispatcher and the admin API: which
+/// destinations are paused (no attempt is started to a paused destination; its events wait
+/// in the ledger). Initial state from `destination.paused`; changes last until restart.
+pub struct Controls {
+    paused: Vec<AtomicBool>,
+    /// Per destination: whether its circuit breaker is open (set by the dispatcher only).
+    breaker_open: Vec<AtomicBool>,
+    /// Bumped by every resume: the dispatcher then rescans from the head of each schedule
+    /// (its cursors moved past the events it held back).
+    resumes: AtomicU64,
+    notify: Arc<Notify>,
+}
+
+impl Controls {
+    /// One switch per configured destination, set from `destination.paused`; `notify` wakes
+    /// the dispatcher after a resume.
+    pub fn new(config: &Config, notify: Arc<Notify>) -> Controls {
+        Controls {
+            paused: config.destinations.iter().map(|d| AtomicBool::new(d.paused)).collect(),
+            breaker_open: config.destinations.iter().map(|_| AtomicBool::new(false)).collect(),
+            resumes: AtomicU64::new(0),
+            notify,
+        }
+    }
+
+    /// Whether destination index `d` is paused (an unknown index is not).
+    pub fn paused(&self, d: usize) -> bool {
+        self.paused.get(d).is_some_and(|p| p.load(Ordering::Acquire))
+    }
+
+    /// Pauses destination index `d`; returns whether it was running before. Attempts already
+    /// in flight finish; no new one starts.
+    pub fn pause(&self, d: usize) -> bool {
+        self.paused.get(d).is_some_and(|p| !p.swap(true, Ordering::AcqRel))
+    }
+
+    /// Resumes destination index `d` and wakes the dispatcher; returns whether it was paused.
+    pub fn resume(&self, d: usize) -> bool {
+        let was = self.paused.get(d).is_some_and(|p| p.swap(false, Ordering::AcqRel));
+        self.resumes.fetch_add(1, Ordering::AcqRel);
+        self.notify.notify_one();
+        was
+    }
+
+    /// Whether destination index `d`'s circuit breaker is open (probing one attempt at a time).
+    pub fn breaker_open(&self, d: usize) -> bool {
+        self.breaker_open.get(d).is_some_and(|b| b.load(Ordering::Acquire))
+    }
+
+    /// Records the breaker state of destination index `d` (the dispatcher's decision).
+    fn set_breaker_open(&self, d: usize, open: bool) {
+        if let Some(b) = self.breaker_open.get(d) {
+            b.store(open, Ordering::Release);
+        }
+    }
+
+    /// How many resumes happened so far (the dispatcher compares it between scans).
+    pub fn resumes(&self) -> u64 {
+        self.resumes.load(Ordering::Acquire)
+    }
+}
 
 /// The running dispatcher. Dropping it without [`DispatchHandle::shutdown`] also stops the loop,
 /// but does not wait for the thread.
@@ -63,11 +134,26 @@ pub fn spawn(
     notify: Arc<Notify>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<DispatchHandle> {
+    let controls = Arc::new(Controls::new(&config.get(), Arc::clone(&notify)));
+    spawn_controlled(config, inbox, notify, metrics, controls)
+}
+
+/// [`spawn`] with destination [`Controls`] shared with the admin API (pause/resume).
+///
+/// # Errors
+/// As [`spawn`].
+pub fn spawn_controlled(
+    config: Arc<Live>,
+    inbox: Arc<dyn Inbox>,
+    notify: Arc<Notify>,
+    metrics: Arc<Metrics>,
+    controls: Arc<Controls>,
+) -> std::io::Result<DispatchHandle> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let client = attempt::client()?;
     let (stop, stopped) = oneshot::channel();
     let thread = std::thread::Builder::new().name("dispatch".to_owned()).spawn(move || {
-        let engine = engine::Engine::new(config, inbox, notify, metrics, client);
+        let engine = engine::Engine::new(config, inbox, notify, metrics, client, controls);
         runtime.block_on(engine.run(stopped));
     })?;
     Ok(DispatchHandle { stop, thread })

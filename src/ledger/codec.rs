@@ -64,6 +64,19 @@ impl EventState {
         }
     }
 
+    /// The state named `code` (the inverse of [`EventState::code`]).
+    pub fn from_code(code: &str) -> Option<EventState> {
+        [
+            EventState::Received,
+            EventState::Failed,
+            EventState::Delivered,
+            EventState::Dead,
+            EventState::Dropped,
+        ]
+        .into_iter()
+        .find(|s| s.code() == code)
+    }
+
     fn tag(self) -> u8 {
         match self {
             EventState::Received => 0,
@@ -163,6 +176,147 @@ pub struct RejectRecord {
     pub body_bytes: u64,
     /// SHA-256 of the body.
     pub fingerprint: [u8; 32],
+}
+
+/// One operator action (`audit` value, R20): who, what, on which event or destination, why.
+/// Never a token or a payload: the actor is a token id (a hash prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// When the action was committed, Unix ms.
+    pub at_ms: u64,
+    /// Who: the first 8 hex digits of SHA-256 of the bearer token used.
+    pub actor: String,
+    /// What: `replay`, `drop`, `pause`, `resume`.
+    pub action: String,
+    /// The idempotency key acted on, for event actions.
+    pub key: Option<String>,
+    /// The destination id acted on, for destination actions.
+    pub destination: Option<String>,
+    /// The operator's reason, as given.
+    pub reason: Option<String>,
+    /// The event's state before the action, for event actions.
+    pub state_before: Option<String>,
+}
+
+/// One settled attempt (an attempt-history value in `inbox/s`): the error history of an event (R20).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// Attempt number (1-based; starts again at 1 after a replay).
+    pub attempt: u32,
+    /// When its settlement was written, Unix ms.
+    pub at_ms: u64,
+    /// `delivered`, `retry` or `dead`.
+    pub outcome: String,
+    /// What went wrong (no payload, no secret), for `retry` and `dead`.
+    pub error: Option<String>,
+}
+
+/// Encodes an attempt record.
+pub fn encode_attempt(a: &AttemptRecord) -> Vec<u8> {
+    let mut e = Enc::new(32 + a.outcome.len() + a.error.as_ref().map_or(0, String::len));
+    e.u32(a.attempt);
+    e.u64(a.at_ms);
+    e.bytes(a.outcome.as_bytes());
+    e.opt_bytes(a.error.as_deref().map(str::as_bytes));
+    e.0
+}
+
+/// Decodes an attempt record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_attempt(v: &[u8]) -> Result<AttemptRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let a = AttemptRecord {
+        attempt: d.u32("attempt")?,
+        at_ms: d.u64("at_ms")?,
+        outcome: d.string("outcome")?,
+        error: d.opt_string("error")?,
+    };
+    d.end()?;
+    Ok(a)
+}
+
+/// Attempt-history key in `inbox/s`: seq BE ‖ at_ms BE ‖ attempt BE (an event's attempts in
+/// time order, right after its 8-byte record key).
+pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
+    let mut k = [0; 20];
+    k[..8].copy_from_slice(&seq.to_be_bytes());
+    k[8..16].copy_from_slice(&at_ms.to_be_bytes());
+    k[16..].copy_from_slice(&attempt.to_be_bytes());
+    k
+}
+
+/// What an expiry entry expires once its time has come (R25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryKind {
+    /// The inbox record (raw body) and attempt history: `payload_retention` after settling.
+    Payload,
+    /// The claim (the identity): `dedupe_retention` after admission.
+    Identity,
+}
+
+/// Expiry key (after the shard's `meta` prefix `exp/{s}/`): due_ms BE ‖ kind (0 payload,
+/// 1 identity) ‖ seq BE; the value is the idempotency key.
+pub fn expiry_key(due_ms: u64, kind: ExpiryKind, seq: u64) -> [u8; 17] {
+    let mut k = [0; 17];
+    k[..8].copy_from_slice(&due_ms.to_be_bytes());
+    k[8] = match kind {
+        ExpiryKind::Payload => 0,
+        ExpiryKind::Identity => 1,
+    };
+    k[9..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Splits an expiry key (without its prefix) into `(due_ms, kind, seq)`.
+///
+/// # Errors
+/// [`DecodeError::KeyLength`] for a key that is not 17 bytes, [`DecodeError::Tag`] for an
+/// unknown kind.
+pub fn parse_expiry_key(k: &[u8]) -> Result<(u64, ExpiryKind, u64), DecodeError> {
+    let k: &[u8; 17] = k.try_into().map_err(|_| DecodeError::KeyLength(k.len()))?;
+    let due = u64::from_be_bytes(k[..8].try_into().expect("8 of 17 bytes"));
+    let kind = match k[8] {
+        0 => ExpiryKind::Payload,
+        1 => ExpiryKind::Identity,
+        tag => return Err(DecodeError::Tag { field: "expiry kind", tag }),
+    };
+    let seq = u64::from_be_bytes(k[9..].try_into().expect("8 of 17 bytes"));
+    Ok((due, kind, seq))
+}
+
+/// Encodes an audit record.
+pub fn encode_audit(a: &AuditRecord) -> Vec<u8> {
+    let text = [&a.key, &a.destination, &a.reason, &a.state_before];
+    let len: usize = text.iter().map(|t| t.as_ref().map_or(0, String::len)).sum();
+    let mut e = Enc::new(48 + a.actor.len() + a.action.len() + len);
+    e.u64(a.at_ms);
+    e.bytes(a.actor.as_bytes());
+    e.bytes(a.action.as_bytes());
+    for t in text {
+        e.opt_bytes(t.as_deref().map(str::as_bytes));
+    }
+    e.0
+}
+
+/// Decodes an audit record.
+///
+/// # Errors
+/// [`DecodeError`] for anything but a complete record of this version.
+pub fn decode_audit(v: &[u8]) -> Result<AuditRecord, DecodeError> {
+    let mut d = Dec::new(v)?;
+    let a = AuditRecord {
+        at_ms: d.u64("at_ms")?,
+        actor: d.string("actor")?,
+        action: d.string("action")?,
+        key: d.opt_string("key")?,
+        destination: d.opt_string("destination")?,
+        reason: d.opt_string("reason")?,
+        state_before: d.opt_string("state_before")?,
+    };
+    d.end()?;
+    Ok(a)
 }
 
 /// Appends fields to a value buffer.
@@ -441,6 +595,11 @@ pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
     k
 }
 
+/// `audit` key: `at_ms` BE ‖ a process-wide sequence BE (sorts by time; unique per record).
+pub fn audit_key(at_ms: u64, seq: u64) -> [u8; 16] {
+    schedule_key(at_ms, seq)
+}
+
 /// Splits a `schedule/s` key into `(due_ms, seq)`.
 ///
 /// # Errors
@@ -568,6 +727,24 @@ mod tests {
             fingerprint: [3; 32],
         };
         check(&r, encode_reject, decode_reject);
+        let a = AuditRecord {
+            at_ms: 11,
+            actor: "0a1b2c3d".into(),
+            action: "drop".into(),
+            key: Some("t/s/e".into()),
+            destination: None,
+            reason: Some("duplicate of evt_2".into()),
+            state_before: Some("dead".into()),
+        };
+        check(&a, encode_audit, decode_audit);
+        let t = AttemptRecord {
+            attempt: 2,
+            at_ms: 12,
+            outcome: "retry".into(),
+            error: Some("status 503".into()),
+        };
+        check(&t, encode_attempt, decode_attempt);
+        check(&AttemptRecord { error: None, ..t }, encode_attempt, decode_attempt);
     }
 
     #[test]
@@ -587,6 +764,12 @@ mod tests {
         assert_eq!(parse_schedule_key(&schedule_key(77, 5)), Ok((77, 5)));
         assert!(parse_schedule_key(&[0; 15]).is_err());
         assert!(seq_key(255) < seq_key(256));
+        let e = expiry_key(5, ExpiryKind::Identity, 9);
+        assert_eq!(parse_expiry_key(&e), Ok((5, ExpiryKind::Identity, 9)));
+        assert!(expiry_key(4, ExpiryKind::Identity, 9) < expiry_key(5, ExpiryKind::Payload, 0));
+        let mut bad = e;
+        bad[8] = 7;
+        assert!(parse_expiry_key(&bad).is_err());
     }
 
     #[test]

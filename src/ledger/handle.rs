@@ -11,13 +11,16 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::codec::{self, DecodeError};
 use super::store::{self, Db};
 use super::writer::{Queued, Queues, ShardCost, Shared, Writer};
-use super::{Admission, RejectedRecord, Settlement};
+use super::{Admission, OpRefused, Operation, RejectedRecord, Settlement};
 use crate::limits::{SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
 use crate::metrics::Metrics;
 
 /// Rejected records that may wait for one shard writer; more are dropped and counted
 /// (best effort: a reject is already answered 400 and never blocks admissions).
 pub const REJECT_QUEUE_MAX: usize = 1024;
+/// Operator actions that may wait for one shard writer; more are refused (the admin API
+/// answers 503 and the CLI, which sends one at a time, never gets there).
+pub const OPERATION_QUEUE_MAX: usize = 256;
 
 /// How to open the ledger.
 pub struct LedgerOptions {
@@ -32,6 +35,22 @@ pub struct LedgerOptions {
     pub source_ids: Vec<String>,
     /// Notified after a commit that made something due (the dispatcher's wake-up).
     pub notify: Arc<tokio::sync::Notify>,
+    /// Retention of payloads and identities (R25); `None` keeps everything forever.
+    pub retention: Option<Retention>,
+}
+
+/// How long settled events keep their payload and identity (R25), and the clock retention is
+/// judged by (the real one in `serve`; a controllable one in tests).
+#[derive(Clone)]
+pub struct Retention {
+    /// `ledger.payload_retention`: a delivered or dropped event's body and attempt history are
+    /// removed this long after it settled.
+    pub payload: std::time::Duration,
+    /// `ledger.dedupe_retention`: a delivered or dropped event's claim (its identity) is
+    /// removed this long after it was admitted; a copy arriving later is admitted anew.
+    pub dedupe: std::time::Duration,
+    /// Unix ms now.
+    pub now_ms: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 /// Ledger failures: opening, storage errors, corrupt records. Operating errors, returned to
@@ -68,6 +87,9 @@ pub enum Error {
     /// A writer thread could not be started.
     #[error("cannot start a ledger shard writer: {0}")]
     Spawn(std::io::Error),
+    /// A list cursor that this ledger did not hand out (or for another list).
+    #[error("invalid cursor: {0}")]
+    Cursor(&'static str),
 }
 
 /// The ends of one shard's queues kept by the handle.
@@ -75,6 +97,8 @@ struct ShardQueues {
     admit: Sender<Queued<Admission>>,
     settle: Sender<Queued<Settlement>>,
     reject: Sender<RejectedRecord>,
+    operate: Sender<Queued<Operation>>,
+    sweep: Sender<Sender<usize>>,
 }
 
 /// What every clone of a [`Ledger`] shares; dropping it shuts the writers down.
@@ -125,8 +149,10 @@ impl Ledger {
             notify: opts.notify,
             source_ids: opts.source_ids,
             rejects_dropped: AtomicU64::new(0),
+            audit_seq: AtomicU64::new(0),
             sync: opts.sync,
             costs: (0..shards).map(|_| ShardCost::default()).collect(),
+            retention: opts.retention,
         });
         let mut writers = Vec::with_capacity(shards);
         let mut pending = vec![0i64; shared.source_ids.len()];
@@ -154,13 +180,22 @@ impl Ledger {
             let (admit_tx, admit) = bounded(SHARD_QUEUE_MAX);
             let (settle_tx, settle) = bounded(SETTLE_QUEUE_MAX);
             let (reject_tx, reject) = bounded(REJECT_QUEUE_MAX);
+            let (operate_tx, operate) = bounded(OPERATION_QUEUE_MAX);
+            let (sweep_tx, sweep) = bounded(1);
             let (stop_tx, stop_rx) = bounded(1);
-            let q = Queues { admit, settle, reject, stop: stop_rx, gate: gate.clone() };
+            let q =
+                Queues { admit, settle, reject, operate, sweep, stop: stop_rx, gate: gate.clone() };
             let thread = std::thread::Builder::new()
                 .name(format!("ledger-shard-{s}"))
                 .spawn(move || writer.run(q))
                 .map_err(Error::Spawn)?;
-            queues.push(ShardQueues { admit: admit_tx, settle: settle_tx, reject: reject_tx });
+            queues.push(ShardQueues {
+                admit: admit_tx,
+                settle: settle_tx,
+                reject: reject_tx,
+                operate: operate_tx,
+                sweep: sweep_tx,
+            });
             stop.push(stop_tx);
             threads.push(thread);
         }
@@ -262,6 +297,53 @@ impl Ledger {
             return Err(settlement);
         }
         q.settle.try_send(Queued::new(settlement)).map_err(|e| e.into_inner().take())
+    }
+
+    /// Hands an operator action to the writer that owns `op.key`; the writer calls `op.reply`
+    /// exactly once, after the commit that holds the new claim and its audit record (R20).
+    /// When the queue (`OPERATION_QUEUE_MAX`) is full or the ledger is shut down, `op.reply`
+    /// is called at once with [`OpRefused::Unavailable`].
+    pub fn operate(&self, op: Operation) {
+        let shard = self.shard_of(&op.key);
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            (op.reply)(Err(OpRefused::Unavailable));
+            return;
+        }
+        if let Err(e) = self.inner.queues[shard].operate.try_send(Queued::new(op)) {
+            // Dropping the refused item answers it `Unavailable` (`FailClosed`).
+            drop(e.into_inner());
+        }
+    }
+
+    /// Makes every shard writer remove what retention has expired by now (R25) and waits for
+    /// them; returns how many records were removed. Writers also do this by themselves every
+    /// `SWEEP_EVERY`; this is for tests and operators who cannot wait.
+    pub fn sweep_expired(&self) -> usize {
+        let mut removed = 0;
+        for q in &self.inner.queues {
+            let (tx, rx) = bounded(1);
+            if q.sweep.send(tx).is_ok() {
+                removed += rx.recv().unwrap_or(0);
+            }
+        }
+        removed
+    }
+
+    /// Appends an operator action that concerns no event (pause, resume) to the audit log
+    /// with a synced write (R20). The `audit` column family is global and append-only: its
+    /// keys (`at_ms ‖ sequence`) are unique, so no shard writer owns them.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the write fails.
+    pub fn append_audit(&self, record: &super::AuditRecord) -> Result<(), Error> {
+        let db = &self.inner.db;
+        let key = codec::audit_key(record.at_ms, self.inner.shared.next_audit_seq());
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(store::cf(db, store::CF_AUDIT), key, codec::encode_audit(record));
+        let mut opts = rocksdb::WriteOptions::default();
+        opts.set_sync(self.inner.shared.sync);
+        db.write_opt(batch, &opts)?;
+        Ok(())
     }
 
     /// Stops accepting, lets each writer finish its current drain, and joins the writer

@@ -14,9 +14,69 @@ mod read;
 mod store;
 mod writer;
 
-pub use codec::{DecodeError, EventState};
-pub use handle::{Error, Ledger, LedgerOptions, REJECT_QUEUE_MAX};
-pub use read::{EventView, QuarantineView, RejectedView};
+pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState};
+pub use handle::{Error, Ledger, LedgerOptions, Retention, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
+pub use read::{
+    EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
+    LIST_SCAN_MAX,
+};
+
+/// An operator action on one event (R20), carried out by the shard writer that owns the key
+/// (invariant 3), committed with fsync together with its audit record, then answered.
+pub struct Operation {
+    /// Idempotency key of the event.
+    pub key: String,
+    /// What to do.
+    pub action: OpAction,
+    /// Who asks: a token id (never the token itself).
+    pub actor: String,
+    /// The operator's reason (required for drops by the admin API).
+    pub reason: Option<String>,
+    /// Called exactly once on the writer thread, after the commit (or its failure).
+    pub reply: Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>,
+}
+
+/// An operator action on one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpAction {
+    /// Reset attempts to 0 and schedule the event now: allowed from `dead`, `dropped` and
+    /// `failed` (R20). The state goes back to `received`.
+    Replay,
+    /// Settle the event as `dropped`: allowed from `received`, `failed` and `dead` (R20).
+    Drop,
+}
+
+impl OpAction {
+    /// The action's name in the audit log.
+    pub fn code(self) -> &'static str {
+        match self {
+            OpAction::Replay => "replay",
+            OpAction::Drop => "drop",
+        }
+    }
+}
+
+/// A carried-out [`Operation`]: the event's state before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpDone {
+    /// State before the action.
+    pub before: EventState,
+    /// State after it.
+    pub after: EventState,
+}
+
+/// Why an [`Operation`] was not carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpRefused {
+    /// No claim for the key (never admitted, or its identity expired: R25).
+    NotFound,
+    /// The action is not allowed from this state (e.g. replaying a delivered event).
+    State(EventState),
+    /// The event's payload is no longer retained, so it cannot be replayed.
+    PayloadGone,
+    /// The ledger could not read or durably write (fail closed), or it is shut down.
+    Unavailable,
+}
 
 /// What an admission becomes once the shard writer has decided and (for `Accepted`) committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

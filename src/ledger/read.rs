@@ -4,10 +4,56 @@
 
 use rocksdb::IteratorMode;
 
-use super::codec::{self, EventState};
+use super::codec::{self, AttemptRecord, AuditRecord, EventState};
 use super::handle::{Error, Ledger};
-use super::store::{self, CF_QUARANTINE, CF_REJECTED};
+use super::store::{self, CF_AUDIT, CF_QUARANTINE, CF_REJECTED};
 use super::{DueEvent, Inbox, Settlement};
+
+/// Most records one list request examines (matching or not) before it returns a page, full
+/// or not, with a cursor to go on: a filter that matches little never turns one request
+/// into a walk over the whole ledger.
+pub const LIST_SCAN_MAX: usize = 10_000;
+
+/// Most attempts of one event shown by [`Ledger::event_detail`] (the oldest first); an event
+/// replayed many times keeps more on disk.
+pub const ATTEMPT_HISTORY_MAX: usize = 256;
+
+/// One page of a list, and where the next one starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    /// The matching records, in list order.
+    pub items: Vec<T>,
+    /// Opaque cursor for the next page; `None` when the list is exhausted. A page may hold
+    /// fewer than `limit` items (even none) and still have a next cursor, when
+    /// [`LIST_SCAN_MAX`] records were examined.
+    pub next_cursor: Option<String>,
+}
+
+/// Which events [`Ledger::list_events`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Only events in this state.
+    pub state: Option<EventState>,
+    /// Only keys starting with this prefix (`tenant/source/` selects one source).
+    pub key_prefix: Option<String>,
+}
+
+/// An event with what its inbox record holds (the admin API's detail view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventDetail {
+    /// The claim.
+    pub event: EventView,
+    /// The exact body, while retained (`None` once payload retention removed it, R25).
+    pub payload: Option<Vec<u8>>,
+    /// Original `Content-Type`.
+    pub content_type: Option<Vec<u8>>,
+    /// Event type, when known.
+    pub event_type: Option<String>,
+    /// Signed timestamp, Unix s.
+    pub signed_at: Option<i64>,
+    /// Every settled attempt, oldest first (at most [`ATTEMPT_HISTORY_MAX`]), across replays.
+    pub attempts: Vec<AttemptRecord>,
+}
 
 /// One event as the admin API shows it: its claim, without the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,20 +130,211 @@ impl Ledger {
             return Ok(None);
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
-        Ok(Some(EventView {
-            key: key.to_owned(),
-            source: c.source,
-            state: c.state,
-            attempts: c.attempts,
-            fingerprint: c.fingerprint,
-            secret_id: c.secret_id,
-            received_at_ms: c.received_at_ms,
-            delivered_at_ms: c.delivered_at_ms,
-            next_attempt_ms: c.next_attempt_ms,
-            last_error: c.last_error,
-            seq: c.seq,
-            shard,
-        }))
+        Ok(Some(view(key.to_owned(), shard, c)))
+    }
+
+    /// Up to `limit` events matching `query`, in `(shard, key)` order, starting after
+    /// `cursor` (from a previous page). Reads with iterator bounds; at most
+    /// [`LIST_SCAN_MAX`] claims are examined per call.
+    ///
+    /// # Errors
+    /// [`Error::Cursor`] for a cursor this list did not hand out, [`Error::Storage`],
+    /// [`Error::Corrupt`].
+    pub fn list_events(
+        &self,
+        query: &EventQuery,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<EventView>, Error> {
+        let (first_shard, mut after) = match cursor {
+            None => (0, None),
+            Some(c) => {
+                let (shard, key) = parse_event_cursor(c)?;
+                if shard >= self.inner.shards {
+                    return Err(Error::Cursor("names a shard this ledger does not have"));
+                }
+                (shard, Some(key))
+            }
+        };
+        let db = &self.inner.db;
+        let mut items = Vec::new();
+        let mut examined = 0usize;
+        for shard in first_shard..self.inner.shards {
+            let name = store::cf_claims(shard);
+            let mut opts = rocksdb::ReadOptions::default();
+            let prefix = query.key_prefix.as_deref().unwrap_or("").as_bytes();
+            let mut lower = prefix.to_vec();
+            if let Some(key) = after.take() {
+                // Strictly after the cursor's key.
+                let mut start = key;
+                start.push(0);
+                lower = lower.max(start);
+            }
+            opts.set_iterate_lower_bound(lower);
+            if let Some(upper) = prefix_end(prefix) {
+                opts.set_iterate_upper_bound(upper);
+            }
+            for entry in db.iterator_cf_opt(store::cf(db, &name), opts, IteratorMode::Start) {
+                let (k, v) = entry?;
+                examined += 1;
+                let key = String::from_utf8(k.to_vec())
+                    .map_err(|_| store::corrupt(&name, codec::DecodeError::Utf8("key")))?;
+                let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
+                if query.state.is_none_or(|s| s == c.state) {
+                    items.push(view(key.clone(), shard, c));
+                }
+                if items.len() >= limit || examined >= LIST_SCAN_MAX {
+                    return Ok(Page { items, next_cursor: Some(event_cursor(shard, &key)) });
+                }
+            }
+        }
+        Ok(Page { items, next_cursor: None })
+    }
+
+    /// `key`'s claim and inbox record (body included while retained), read from one snapshot.
+    ///
+    /// # Errors
+    /// [`Error::Storage`], [`Error::Corrupt`].
+    pub fn event_detail(&self, key: &str) -> Result<Option<EventDetail>, Error> {
+        let shard = self.shard_of(key);
+        let db = &self.inner.db;
+        let (claims, inbox) = (store::cf_claims(shard), store::cf_inbox(shard));
+        let snap = db.snapshot();
+        let Some(v) = snap.get_cf(store::cf(db, &claims), key)? else {
+            return Ok(None);
+        };
+        let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&claims, e))?;
+        let seq = c.seq;
+        let mut detail = EventDetail {
+            event: view(key.to_owned(), shard, c),
+            payload: None,
+            content_type: None,
+            event_type: None,
+            signed_at: None,
+            attempts: Vec::new(),
+        };
+        // The attempt history follows the record in `inbox/s`: `seq ‖ at_ms ‖ attempt` keys.
+        let name = &inbox;
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_lower_bound([&codec::seq_key(seq)[..], &[0]].concat());
+        opts.set_iterate_upper_bound(codec::seq_key(seq.saturating_add(1)));
+        opts.set_snapshot(&snap);
+        let history = db.iterator_cf_opt(store::cf(db, name), opts, IteratorMode::Start);
+        for entry in history.take(ATTEMPT_HISTORY_MAX) {
+            let (_, v) = entry?;
+            detail.attempts.push(codec::decode_attempt(&v).map_err(|e| store::corrupt(name, e))?);
+        }
+        if let Some(v) = snap.get_cf(store::cf(db, &inbox), codec::seq_key(seq))? {
+            let r = codec::decode_inbox(&v).map_err(|e| store::corrupt(&inbox, e))?;
+            detail.payload = Some(r.body);
+            detail.content_type = r.content_type;
+            detail.event_type = r.event_type;
+            detail.signed_at = r.signed_at;
+        }
+        Ok(Some(detail))
+    }
+
+    /// Up to `limit` quarantine records whose key starts with `key_prefix`, newest first,
+    /// starting after `cursor`.
+    ///
+    /// # Errors
+    /// [`Error::Cursor`], [`Error::Storage`], [`Error::Corrupt`].
+    pub fn quarantine_page(
+        &self,
+        key_prefix: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<QuarantineView>, Error> {
+        self.newest_first(CF_QUARANTINE, cursor, limit, |v| {
+            let q = codec::decode_quarantine(v).map_err(|e| store::corrupt(CF_QUARANTINE, e))?;
+            if key_prefix.is_some_and(|p| !q.key.starts_with(p)) {
+                return Ok(None);
+            }
+            Ok(Some(QuarantineView {
+                key: q.key,
+                source: q.source,
+                first_fingerprint: codec::hex32(&q.first_fingerprint),
+                new_fingerprint: codec::hex32(&q.new_fingerprint),
+                received_at_ms: q.received_at_ms,
+            }))
+        })
+    }
+
+    /// Up to `limit` rejected records of source index `source` (all when `None`), newest
+    /// first, starting after `cursor`.
+    ///
+    /// # Errors
+    /// [`Error::Cursor`], [`Error::Storage`], [`Error::Corrupt`].
+    pub fn rejected_page(
+        &self,
+        source: Option<u32>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<RejectedView>, Error> {
+        self.newest_first(CF_REJECTED, cursor, limit, |v| {
+            let r = codec::decode_reject(v).map_err(|e| store::corrupt(CF_REJECTED, e))?;
+            if source.is_some_and(|s| s != r.source) {
+                return Ok(None);
+            }
+            Ok(Some(RejectedView {
+                source: r.source,
+                received_at_ms: r.received_at_ms,
+                reason: r.reason,
+                event_id: r.event_id,
+                body_bytes: r.body_bytes,
+                fingerprint: codec::hex32(&r.fingerprint),
+            }))
+        })
+    }
+
+    /// Up to `limit` audit records (operator actions, R20), newest first, after `cursor`.
+    ///
+    /// # Errors
+    /// [`Error::Cursor`], [`Error::Storage`], [`Error::Corrupt`].
+    pub fn audit_page(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<AuditRecord>, Error> {
+        self.newest_first(CF_AUDIT, cursor, limit, |v| {
+            codec::decode_audit(v).map(Some).map_err(|e| store::corrupt(CF_AUDIT, e))
+        })
+    }
+
+    /// A newest-first page of a global, time-keyed column family: iterates backwards from
+    /// just before `cursor` (the hex of the last key handed out), keeps what `decode`
+    /// returns, and stops at `limit` items or [`LIST_SCAN_MAX`] records.
+    fn newest_first<T>(
+        &self,
+        name: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        decode: impl Fn(&[u8]) -> Result<Option<T>, Error>,
+    ) -> Result<Page<T>, Error> {
+        let db = &self.inner.db;
+        let mut opts = rocksdb::ReadOptions::default();
+        let mode = match cursor {
+            None => IteratorMode::End,
+            Some(c) => {
+                let key = hex::decode(c).map_err(|_| Error::Cursor("is not hex"))?;
+                // The upper bound is exclusive: iteration starts just before the cursor.
+                opts.set_iterate_upper_bound(key);
+                IteratorMode::End
+            }
+        };
+        let mut items = Vec::new();
+        let mut examined = 0usize;
+        for entry in db.iterator_cf_opt(store::cf(db, name), opts, mode) {
+            let (k, v) = entry?;
+            examined += 1;
+            if let Some(item) = decode(&v)? {
+                items.push(item);
+            }
+            if items.len() >= limit || examined >= LIST_SCAN_MAX {
+                return Ok(Page { items, next_cursor: Some(hex::encode(&k)) });
+            }
+        }
+        Ok(Page { items, next_cursor: None })
     }
 
     /// Up to `limit` quarantine records, newest first.
@@ -254,4 +491,47 @@ impl Inbox for Ledger {
     fn settle(&self, settlement: Settlement) -> Result<(), Settlement> {
         self.queue_settlement(settlement)
     }
+}
+
+/// The admin view of a decoded claim.
+fn view(key: String, shard: usize, c: codec::Claim) -> EventView {
+    EventView {
+        key,
+        source: c.source,
+        state: c.state,
+        attempts: c.attempts,
+        fingerprint: c.fingerprint,
+        secret_id: c.secret_id,
+        received_at_ms: c.received_at_ms,
+        delivered_at_ms: c.delivered_at_ms,
+        next_attempt_ms: c.next_attempt_ms,
+        last_error: c.last_error,
+        seq: c.seq,
+        shard,
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix` (`None` for an
+/// empty or all-`0xff` prefix: no upper bound).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// An event-list cursor: `{shard}.{hex of the last key}`.
+fn event_cursor(shard: usize, key: &str) -> String {
+    format!("{shard}.{}", hex::encode(key))
+}
+
+fn parse_event_cursor(c: &str) -> Result<(usize, Vec<u8>), Error> {
+    let (shard, key) = c.split_once('.').ok_or(Error::Cursor("has no shard part"))?;
+    let shard = shard.parse().map_err(|_| Error::Cursor("has a bad shard part"))?;
+    let key = hex::decode(key).map_err(|_| Error::Cursor("has a key part that is not hex"))?;
+    Ok((shard, key))
 }

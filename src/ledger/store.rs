@@ -3,10 +3,14 @@
 //!
 //! Layout (one DB, one WAL, so one synced write commits a whole shard batch):
 //! per shard `s`: `claims/{s}` (key → claim), `inbox/{s}` (seq BE → inbox record),
-//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event);
+//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event); `inbox/{s}` also
+//! holds each event's attempt history under `seq BE ‖ at_ms BE ‖ attempt BE` (sorting right
+//! after its record, so one range delete removes both);
 //! global: `rejected`, `quarantine`, `audit`, `meta`. `meta` keys: `shards` (u64 BE, written
 //! once at creation), `seq/{s}` (next seq of shard `s`, u64 BE), `dlq/{s}/{source id}` (DLQ
-//! counter of one source kept by shard `s`, u64 BE; per shard so each key has one writer).
+//! counter of one source kept by shard `s`, u64 BE; per shard so each key has one writer),
+//! `exp/{s}/{due_ms BE ‖ kind ‖ seq BE}` (what retention removes when, written and swept by
+//! shard `s`'s writer; value: the idempotency key).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -53,6 +57,12 @@ pub fn cf_inbox(s: usize) -> String {
 /// Name of shard `s`'s schedule column family.
 pub fn cf_schedule(s: usize) -> String {
     format!("schedule/{s}")
+}
+/// `meta` key prefix of shard `s`'s expiry entries (`exp/{s}/` ‖ due_ms ‖ kind ‖ seq → key;
+/// R25). In `meta` rather than a column family of their own: every column family costs the
+/// process a file descriptor.
+pub fn meta_expiry_prefix(s: usize) -> Vec<u8> {
+    format!("exp/{s}/").into_bytes()
 }
 /// `meta` key of shard `s`'s next seq.
 pub fn meta_seq(s: usize) -> Vec<u8> {

@@ -28,6 +28,7 @@ fn options(dir: &Path, shards: usize) -> LedgerOptions {
         shards_if_new: shards,
         source_ids: SOURCES.iter().map(|s| (*s).to_owned()).collect(),
         notify: Arc::new(tokio::sync::Notify::new()),
+        retention: None,
     }
 }
 
@@ -414,4 +415,164 @@ fn the_admission_wait_is_learned_from_synced_commits() {
         ledger.shed("t/s/b");
     }
     assert!(ledger.admission_wait("t/s/b") < learned / 1000, "sheds decay the estimate");
+}
+
+/// Carries out `action` on `key` and returns the writer's answer.
+fn operate(ledger: &Ledger, key: &str, action: OpAction) -> Result<OpDone, OpRefused> {
+    let (tx, rx) = bounded(1);
+    ledger.operate(Operation {
+        key: key.to_owned(),
+        action,
+        actor: "0a1b2c3d".into(),
+        reason: Some(format!("{} {key}", action.code())),
+        reply: Box::new(move |r| tx.send(r).expect("test waits for the reply")),
+    });
+    rx.recv().expect("writer replies")
+}
+
+/// R20: replay and drop move the state, the schedule and the gauges, are refused from states
+/// they do not apply to, and each carried-out action leaves one audit record.
+#[test]
+fn operator_actions_move_state_schedule_gauges_and_audit() {
+    let dir = tmp();
+    let (ledger, m) = open(dir.path(), 2);
+    for key in ["t/s/dead", "t/s/failed", "t/s/ok"] {
+        check(&ledger, key, 1, Decision::Accepted);
+    }
+    let first = due(&ledger, crate::clock::now_unix_ms());
+    let by_key = |k: &str| first.iter().find(|e| e.key == k).expect("due").clone();
+    let later = crate::clock::now_unix_ms() + 3_600_000;
+    assert!(settle(&ledger, &by_key("t/s/dead"), 5, Outcome::Dead { error: "500".into() }));
+    let retry = Outcome::Retry { next_ms: later, error: "503".into() };
+    assert!(settle(&ledger, &by_key("t/s/failed"), 1, retry));
+    assert!(settle(&ledger, &by_key("t/s/ok"), 1, Outcome::Delivered { at_ms: 5 }));
+    assert_eq!(gauges(&m), (vec![1, 0], vec![1, 0]));
+
+    use EventState::{Dead, Delivered, Dropped, Failed, Received};
+    let refused = |r| Err::<OpDone, OpRefused>(r);
+    assert_eq!(operate(&ledger, "t/s/ok", OpAction::Replay), refused(OpRefused::State(Delivered)));
+    assert_eq!(operate(&ledger, "t/s/never", OpAction::Drop), refused(OpRefused::NotFound));
+    // Replay of a dead event: due now, attempts reset, out of the DLQ.
+    let done = operate(&ledger, "t/s/dead", OpAction::Replay);
+    assert_eq!(done, Ok(OpDone { before: Dead, after: Received }));
+    let replayed = due(&ledger, crate::clock::now_unix_ms() + 1);
+    assert_eq!(
+        replayed.iter().map(|e| (e.key.as_str(), e.attempts)).collect::<Vec<_>>(),
+        [("t/s/dead", 0)]
+    );
+    assert_eq!(gauges(&m), (vec![2, 0], vec![0, 0]));
+    // Drop of a failed event removes its retry entry.
+    let done = operate(&ledger, "t/s/failed", OpAction::Drop);
+    assert_eq!(done, Ok(OpDone { before: Failed, after: Dropped }));
+    assert!(due(&ledger, later).iter().all(|e| e.key != "t/s/failed"), "no retry after a drop");
+    assert_eq!(operate(&ledger, "t/s/failed", OpAction::Drop), refused(OpRefused::State(Dropped)));
+    assert_eq!(gauges(&m), (vec![1, 0], vec![0, 0]));
+    // The dispatcher's settlement of the dropped event's old entry is a no-op.
+    let e = ledger.event("t/s/failed").expect("reads").expect("exists");
+    assert_eq!((e.state, e.next_attempt_ms), (Dropped, None));
+
+    let audit = ledger.audit_page(None, 10).expect("audit reads");
+    let actions: Vec<_> = audit
+        .items
+        .iter()
+        .map(|a| (a.action.as_str(), a.key.as_deref(), a.state_before.as_deref()))
+        .collect();
+    assert_eq!(
+        actions,
+        [("drop", Some("t/s/failed"), Some("failed")), ("replay", Some("t/s/dead"), Some("dead"))]
+    );
+    assert_eq!(audit.items[0].reason.as_deref(), Some("drop t/s/failed"));
+    assert_eq!(audit.next_cursor, None);
+    let one = ledger.audit_page(None, 1).expect("audit reads");
+    let rest = ledger.audit_page(one.next_cursor.as_deref(), 10).expect("audit reads");
+    assert_eq!(
+        (one.items.len(), rest.items.len(), rest.items[0].action.as_str()),
+        (1, 1, "replay")
+    );
+}
+
+/// The event list pages by cursor over every shard, filters by state and key prefix, and
+/// refuses cursors it did not hand out.
+#[test]
+fn event_list_pages_and_filters() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 3);
+    let keys: Vec<String> =
+        (0..25).map(|n| format!("t/{}/e{n:02}", if n % 5 == 0 { "b" } else { "a" })).collect();
+    for key in &keys {
+        check(&ledger, key, 1, Decision::Accepted);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = ledger.list_events(&EventQuery::default(), cursor.as_deref(), 4).expect("lists");
+        assert!(page.items.len() <= 4);
+        seen.extend(page.items.into_iter().map(|e| e.key));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    seen.sort();
+    let mut want = keys.clone();
+    want.sort();
+    assert_eq!(seen, want, "every event once");
+    let b = EventQuery { state: None, key_prefix: Some("t/b/".into()) };
+    let page = ledger.list_events(&b, None, 100).expect("lists");
+    assert_eq!(page.items.len(), 5);
+    assert!(page.items.iter().all(|e| e.key.starts_with("t/b/")));
+    let dead = EventQuery { state: Some(EventState::Dead), key_prefix: None };
+    assert!(ledger.list_events(&dead, None, 100).expect("lists").items.is_empty());
+    for bad in ["nope", "9.00", "0.zz"] {
+        assert!(matches!(ledger.list_events(&b, Some(bad), 10), Err(Error::Cursor(_))), "{bad}");
+    }
+}
+
+/// R25 with a controllable clock: a delivered event's payload goes after `payload_retention`
+/// (it can then no longer be replayed), its identity after `dedupe_retention` (a later copy is
+/// admitted anew); dead and unsettled events keep both.
+#[test]
+fn retention_expires_payloads_then_identities_of_settled_events_only() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const DAY_MS: u64 = 86_400_000;
+    let dir = tmp();
+    let now = Arc::new(AtomicU64::new(crate::clock::now_unix_ms()));
+    let start = now.load(Ordering::SeqCst);
+    let clock = Arc::clone(&now);
+    let mut opts = options(dir.path(), 2);
+    opts.retention = Some(Retention {
+        payload: std::time::Duration::from_millis(3 * DAY_MS),
+        dedupe: std::time::Duration::from_millis(7 * DAY_MS),
+        now_ms: Arc::new(move || clock.load(Ordering::SeqCst)),
+    });
+    let ledger = Ledger::open(opts, metrics()).expect("ledger opens");
+    for key in ["t/s/done", "t/s/dead", "t/s/waiting"] {
+        assert_eq!(decide(&ledger, key, 1, 0, start), Decision::Accepted);
+    }
+    let first = due(&ledger, crate::clock::now_unix_ms());
+    let by_key = |k: &str| first.iter().find(|e| e.key == k).expect("due").clone();
+    let delivered = Outcome::Delivered { at_ms: start };
+    assert!(settle(&ledger, &by_key("t/s/done"), 1, delivered));
+    assert!(settle(&ledger, &by_key("t/s/dead"), 1, Outcome::Dead { error: "410".into() }));
+    let payload = |k: &str| ledger.event_detail(k).expect("reads").and_then(|d| d.payload);
+
+    now.store(start + DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 0, "nothing expires after one day");
+    assert!(payload("t/s/done").is_some());
+
+    now.store(start + 4 * DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 1, "the delivered event's payload");
+    assert!(payload("t/s/done").is_none(), "payload gone after payload_retention");
+    let detail = ledger.event_detail("t/s/done").expect("reads").expect("identity kept");
+    assert!(detail.attempts.is_empty(), "attempt history goes with the payload");
+    assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
+
+    now.store(start + 8 * DAY_MS, Ordering::SeqCst);
+    assert_eq!(ledger.sweep_expired(), 1, "the delivered event's identity");
+    assert!(ledger.event("t/s/done").expect("reads").is_none(), "identity gone");
+    check(&ledger, "t/s/done", 2, Decision::Accepted);
+    check(&ledger, "t/s/dead", 1, Decision::Duplicate);
+    check(&ledger, "t/s/waiting", 1, Decision::Duplicate);
+    assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
+    assert_eq!(ledger.sweep_expired(), 0, "each entry is handled once");
 }

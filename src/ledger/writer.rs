@@ -14,9 +14,15 @@ use std::sync::Arc;
 use crossbeam_channel::{select, Receiver};
 use rocksdb::{WriteBatch, WriteOptions};
 
-use super::codec::{self, Claim, EventState, InboxRecord, QuarantineRecord, RejectRecord};
-use super::store::{self, Db, CF_META, CF_QUARANTINE, CF_REJECTED};
-use super::{Admission, Decision, Outcome, RejectedRecord, Reply, Settlement};
+use super::codec::{
+    self, AttemptRecord, AuditRecord, Claim, EventState, ExpiryKind, InboxRecord, QuarantineRecord,
+    RejectRecord,
+};
+use super::store::{self, Db, CF_AUDIT, CF_META, CF_QUARANTINE, CF_REJECTED};
+use super::{
+    Admission, Decision, OpAction, OpDone, OpRefused, Operation, Outcome, RejectedRecord, Reply,
+    Settlement,
+};
 use crate::clock;
 use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, COMMIT_BATCH_MAX};
 use crate::metrics::Metrics;
@@ -39,6 +45,24 @@ pub(super) struct Shared {
     pub sync: bool,
     /// Per shard: what its recent turns cost, for the admission-wait estimate.
     pub costs: Box<[ShardCost]>,
+    /// Next audit-record sequence (makes `audit` keys unique across writers and the handle).
+    pub audit_seq: AtomicU64,
+    /// Payload and identity retention (R25); `None` keeps everything.
+    pub retention: Option<super::Retention>,
+}
+
+/// How often a shard writer removes what retention expired (also when idle).
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// Most expiry entries one sweep handles. A full sweep leaves a backlog, swept after every
+/// following drain until it is gone: at 4096 per drain this outpaces the two entries each
+/// admission of a drain (at most `COMMIT_BATCH_MAX`) eventually adds.
+const SWEEP_BATCH_MAX: usize = 4096;
+
+impl Shared {
+    /// A fresh audit-key sequence number.
+    pub fn next_audit_seq(&self) -> u64 {
+        self.audit_seq.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 /// Moving averages (weight 1/8 for each new turn) of one shard writer's turns, in ns: read by
@@ -94,6 +118,12 @@ impl FailClosed for Settlement {
     }
 }
 
+impl FailClosed for Operation {
+    fn fail(self) {
+        (self.reply)(Err(OpRefused::Unavailable));
+    }
+}
+
 /// A queued item; dropping it unprocessed calls [`FailClosed::fail`].
 pub(super) struct Queued<T: FailClosed>(Option<T>);
 
@@ -125,6 +155,10 @@ pub(super) struct Queues {
     pub settle: Receiver<Queued<Settlement>>,
     /// Rejected records (`REJECT_QUEUE_MAX`).
     pub reject: Receiver<RejectedRecord>,
+    /// Operator actions (`OPERATION_QUEUE_MAX`).
+    pub operate: Receiver<Queued<Operation>>,
+    /// Requests to sweep expired records now; the reply gets the number removed.
+    pub sweep: Receiver<crossbeam_channel::Sender<usize>>,
     /// Disconnected by `shutdown`.
     pub stop: Receiver<()>,
     /// Test seam: the writer waits for this to disconnect before its first drain.
@@ -135,6 +169,9 @@ enum Item {
     Admit(Queued<Admission>),
     Settle(Queued<Settlement>),
     Reject(RejectedRecord),
+    Operate(Queued<Operation>),
+    /// Remove what retention expired; reply with the count (a timer's sweep has no reply).
+    Sweep(Option<crossbeam_channel::Sender<usize>>),
 }
 
 /// One shard's writer and the in-memory state it alone owns.
@@ -150,10 +187,16 @@ pub(super) struct Writer {
     cf_claims: String,
     cf_inbox: String,
     cf_schedule: String,
+    /// `meta` key prefix of this shard's expiry entries.
+    expiry_prefix: Vec<u8>,
+    /// The last sweep was full: sweep again after the next drain.
+    expiry_backlog: bool,
 }
 
 /// A settlement's reply: called with whether it was durably written.
 type SettleReply = Box<dyn FnOnce(bool) + Send>;
+/// An operation's reply.
+type OpReply = Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>;
 
 /// Everything one drain decided, applied to memory and answered only after its write.
 struct Drain {
@@ -171,6 +214,10 @@ struct Drain {
     dead_delta: HashMap<u32, i64>,
     admissions: Vec<(Reply, Decision)>,
     settlements: Vec<(SettleReply, bool)>,
+    operations: Vec<(OpReply, Result<OpDone, OpRefused>)>,
+    /// Whether an operator replay scheduled an event in this drain: replays are due at
+    /// `due_ms + 1`, so they sort after every entry the dispatcher saw due (see `Drain::due_ms`).
+    replayed: bool,
     durable_writes: usize,
     /// Admissions and quarantines in this drain: they are acknowledged to a provider, so the
     /// batch must be fsync'd (R14). Settlements alone need not be: a settlement lost in a
@@ -193,6 +240,8 @@ impl Drain {
             dead_delta: HashMap::new(),
             admissions: Vec::new(),
             settlements: Vec::new(),
+            operations: Vec::new(),
+            replayed: false,
             durable_writes: 0,
             acked_writes: 0,
             rejects: 0,
@@ -201,7 +250,7 @@ impl Drain {
     }
 
     fn items(&self) -> usize {
-        self.admissions.len() + self.settlements.len()
+        self.admissions.len() + self.settlements.len() + self.operations.len()
     }
 
     /// Calls every reply: decisions stand only if the write succeeded.
@@ -211,6 +260,9 @@ impl Drain {
         }
         for (reply, ok) in self.settlements {
             reply(written && ok);
+        }
+        for (reply, result) in self.operations {
+            reply(if written { result } else { Err(OpRefused::Unavailable) });
         }
     }
 }
@@ -247,6 +299,8 @@ impl Writer {
             cf_claims: store::cf_claims(shard),
             cf_inbox: store::cf_inbox(shard),
             cf_schedule: store::cf_schedule(shard),
+            expiry_prefix: store::meta_expiry_prefix(shard),
+            expiry_backlog: false,
         }
     }
 
@@ -257,11 +311,30 @@ impl Writer {
         if let Some(gate) = &q.gate {
             let _ = gate.recv();
         }
-        while let Some(first) = next_item(&q) {
+        let mut swept_at = clock::monotonic();
+        let sweeps = self.shared.retention.is_some();
+        while let Some(first) = next_item(&q, sweeps) {
+            if let Item::Sweep(reply) = first {
+                // Alone in its drain: a removed claim never meets this drain's overlay.
+                let removed = self.sweep();
+                swept_at = clock::monotonic();
+                if let Some(reply) = reply {
+                    let _ = reply.send(removed);
+                }
+                continue;
+            }
             let items = drain_more(first, &q);
             self.process(items);
+            let timer = clock::monotonic().duration_since(swept_at) >= SWEEP_EVERY;
+            if sweeps && (self.expiry_backlog || timer) {
+                self.sweep();
+                swept_at = clock::monotonic();
+            }
         }
-        while q.admit.try_recv().is_ok() || q.settle.try_recv().is_ok() {}
+        while q.admit.try_recv().is_ok()
+            || q.settle.try_recv().is_ok()
+            || q.operate.try_recv().is_ok()
+        {}
     }
 
     fn process(&mut self, items: Vec<Item>) {
@@ -274,6 +347,8 @@ impl Writer {
                 Item::Admit(a) => self.admit(&mut d, a.take()),
                 Item::Settle(s) => self.settle(&mut d, s.take()),
                 Item::Reject(r) => self.reject(&mut d, &r),
+                Item::Operate(o) => self.operate(&mut d, o.take()),
+                Item::Sweep(_) => unreachable!("sweeps run in their own drain"),
             }
         }
         // Only synced writes teach the estimate: admissions wait for those.
@@ -443,6 +518,7 @@ impl Writer {
     fn transition(&mut self, d: &mut Drain, s: Settlement, sk: [u8; 16]) {
         let (key, mut claim) = self.load_settled(d, s.due_ms, s.seq);
         claim.attempts = s.attempts;
+        self.record_attempt(d, s.seq, s.attempts, &s.outcome);
         d.batch.delete_cf(self.cf(&self.cf_schedule), sk);
         d.schedule.insert(sk, false);
         match s.outcome {
@@ -460,6 +536,7 @@ impl Writer {
                 claim.delivered_at_ms = Some(at_ms);
                 claim.next_attempt_ms = None;
                 *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                self.schedule_expiry(d, &key, &claim);
             }
             Outcome::Dead { error } => {
                 claim.state = EventState::Dead;
@@ -473,6 +550,229 @@ impl Writer {
         d.claims.insert(key, claim);
         d.durable_writes += 1;
         d.settlements.push((s.reply, true));
+    }
+
+    /// An operator action (R20): checks the state, moves the schedule entry and the counters,
+    /// writes the claim and its audit record in this drain's (synced) batch.
+    fn operate(&mut self, d: &mut Drain, op: Operation) {
+        let claim = match d.claims.get(&op.key) {
+            Some(c) => Some(c.clone()),
+            None => match self.read_claim(&op.key) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
+                    d.operations.push((op.reply, Err(OpRefused::Unavailable)));
+                    return;
+                }
+            },
+        };
+        let Some(mut claim) = claim else {
+            d.operations.push((op.reply, Err(OpRefused::NotFound)));
+            return;
+        };
+        let before = claim.state;
+        if let Err(refused) = self.operable(op.action, &claim) {
+            d.operations.push((op.reply, Err(refused)));
+            return;
+        }
+        let unsettled = matches!(before, EventState::Received | EventState::Failed);
+        if let (true, Some(due)) = (unsettled, claim.next_attempt_ms) {
+            let sk = codec::schedule_key(due, claim.seq);
+            d.batch.delete_cf(self.cf(&self.cf_schedule), sk);
+            d.schedule.insert(sk, false);
+        }
+        if before == EventState::Dead {
+            self.uncount_dead(d, claim.source);
+        }
+        match op.action {
+            OpAction::Replay => {
+                let due = d.due_ms + 1;
+                claim.state = EventState::Received;
+                claim.attempts = 0;
+                claim.next_attempt_ms = Some(due);
+                let sk = codec::schedule_key(due, claim.seq);
+                d.batch.put_cf(self.cf(&self.cf_schedule), sk, []);
+                d.schedule.insert(sk, true);
+                d.scheduled = true;
+                d.replayed = true;
+                if !unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) += 1;
+                }
+            }
+            OpAction::Drop => {
+                claim.state = EventState::Dropped;
+                claim.next_attempt_ms = None;
+                if unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                }
+                self.schedule_expiry(d, &op.key, &claim);
+            }
+        }
+        let after = claim.state;
+        let audit = AuditRecord {
+            at_ms: d.due_ms,
+            actor: op.actor,
+            action: op.action.code().to_owned(),
+            key: Some(op.key.clone()),
+            destination: None,
+            reason: op.reason,
+            state_before: Some(before.code().to_owned()),
+        };
+        let audit_key = codec::audit_key(audit.at_ms, self.shared.next_audit_seq());
+        d.batch.put_cf(self.cf(CF_AUDIT), audit_key, codec::encode_audit(&audit));
+        d.batch.put_cf(self.cf(&self.cf_claims), &op.key, codec::encode_claim(&claim));
+        d.claims.insert(op.key, claim);
+        d.durable_writes += 1;
+        // Answered to an operator: as durable as an admission.
+        d.acked_writes += 1;
+        d.operations.push((op.reply, Ok(OpDone { before, after })));
+    }
+
+    /// Whether `action` may be applied to an event in `claim`'s state (and, for a replay,
+    /// whether its payload is still retained).
+    fn operable(&self, action: OpAction, claim: &Claim) -> Result<(), OpRefused> {
+        let allowed = match action {
+            OpAction::Replay => {
+                matches!(claim.state, EventState::Dead | EventState::Dropped | EventState::Failed)
+            }
+            OpAction::Drop => {
+                matches!(claim.state, EventState::Received | EventState::Failed | EventState::Dead)
+            }
+        };
+        if !allowed {
+            return Err(OpRefused::State(claim.state));
+        }
+        if action == OpAction::Replay {
+            let inbox = self.db.get_pinned_cf(self.cf(&self.cf_inbox), codec::seq_key(claim.seq));
+            match inbox {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(OpRefused::PayloadGone),
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read an inbox record; the replay is refused.");
+                    return Err(OpRefused::Unavailable);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DLQ counter −1 for `source` (an operator replayed or dropped a dead event).
+    fn uncount_dead(&self, d: &mut Drain, source: u32) {
+        *d.dead_delta.entry(source).or_insert(0) -= 1;
+        let Some(id) = self.shared.source_ids.get(source as usize) else {
+            return;
+        };
+        let now = self.dlq.get(&source).copied().unwrap_or(0);
+        let count = d.dlq.entry(source).or_insert(now);
+        *count = count.saturating_sub(1);
+        d.batch.put_cf(self.cf(CF_META), store::meta_dlq(self.shard, id), count.to_be_bytes());
+    }
+
+    /// A delivered or dropped event: its payload expires `payload_retention` from now, its
+    /// identity `dedupe_retention` after admission (R25). Dead events never expire by
+    /// themselves (they wait in the DLQ for an operator).
+    fn schedule_expiry(&self, d: &mut Drain, key: &str, claim: &Claim) {
+        let Some(r) = &self.shared.retention else {
+            return;
+        };
+        let ms = |t: std::time::Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+        let payload_at = d.due_ms.saturating_add(ms(r.payload));
+        let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
+        let seq = claim.seq;
+        for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
+            let k = [self.expiry_prefix.as_slice(), &codec::expiry_key(at, kind, seq)].concat();
+            d.batch.put_cf(self.cf(CF_META), k, key);
+        }
+    }
+
+    /// Removes what retention expired by now (at most `SWEEP_BATCH_MAX` entries): the inbox
+    /// record and attempt history (payload), or the claim (identity), of events still
+    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
+    /// Returns how many records were removed. A failed write leaves the entries for the next
+    /// sweep.
+    fn sweep(&mut self) -> usize {
+        let Some(r) = self.shared.retention.clone() else {
+            return 0;
+        };
+        let now = (r.now_ms)();
+        let mut batch = WriteBatch::default();
+        let mut removed = 0usize;
+        let mut opts = rocksdb::ReadOptions::default();
+        let end = codec::expiry_key(now.saturating_add(1), ExpiryKind::Payload, 0);
+        opts.set_iterate_lower_bound(self.expiry_prefix.clone());
+        opts.set_iterate_upper_bound([self.expiry_prefix.as_slice(), &end].concat());
+        let entries = self.db.iterator_cf_opt(self.cf(CF_META), opts, rocksdb::IteratorMode::Start);
+        let mut handled = 0usize;
+        for entry in entries.take(SWEEP_BATCH_MAX) {
+            handled += 1;
+            let Ok((k, key)) = entry else {
+                tracing::error!(shard = self.shard, "The ledger could not read its expiry list; retention waits for the next sweep.");
+                return 0;
+            };
+            let (_, kind, seq) = codec::parse_expiry_key(&k[self.expiry_prefix.len()..])
+                .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
+            batch.delete_cf(self.cf(CF_META), &k);
+            let key = String::from_utf8_lossy(&key).into_owned();
+            let settled = match self.read_claim(&key) {
+                Ok(Some(c)) => {
+                    c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped)
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; retention waits for the next sweep.");
+                    return 0;
+                }
+            };
+            if !settled {
+                continue;
+            }
+            match kind {
+                // The inbox record and its attempt history sort in [seq, seq + 1).
+                ExpiryKind::Payload => {}
+                // The event is forgotten: its claim, and whatever payload is left.
+                ExpiryKind::Identity => batch.delete_cf(self.cf(&self.cf_claims), &key),
+            }
+            let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
+            batch.delete_range_cf(self.cf(&self.cf_inbox), from, to);
+            removed += 1;
+        }
+        self.expiry_backlog = handled == SWEEP_BATCH_MAX;
+        if batch.is_empty() {
+            return 0;
+        }
+        match self.db.write(batch) {
+            Ok(()) => {
+                if removed > 0 {
+                    tracing::debug!(
+                        shard = self.shard,
+                        removed,
+                        "Retention removed expired records."
+                    );
+                }
+                removed
+            }
+            Err(e) => {
+                tracing::error!(shard = self.shard, error = %e, "The ledger could not write a retention sweep; it is retried later.");
+                0
+            }
+        }
+    }
+
+    /// Appends one attempt to the event's error history (`attempts/s`, R20).
+    fn record_attempt(&self, d: &mut Drain, seq: u64, attempt: u32, outcome: &Outcome) {
+        let (code, at_ms, error) = match outcome {
+            Outcome::Delivered { at_ms } => ("delivered", *at_ms, None),
+            Outcome::Retry { error, .. } => ("retry", d.due_ms, Some(error)),
+            Outcome::Dead { error } => ("dead", d.due_ms, Some(error)),
+        };
+        let record = AttemptRecord {
+            attempt,
+            at_ms,
+            outcome: code.to_owned(),
+            error: error.map(|e| codec::truncate_utf8(e, ATTEMPT_ERROR_BYTES_MAX)),
+        };
+        let key = codec::attempt_key(seq, at_ms, attempt);
+        d.batch.put_cf(self.cf(&self.cf_inbox), key, codec::encode_attempt(&record));
     }
 
     /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).
@@ -557,7 +857,7 @@ impl Writer {
     /// the dispatcher if something became due.
     fn apply(&mut self, d: &mut Drain) {
         self.next_seq = d.next_seq;
-        self.last_due_ms = d.due_ms;
+        self.last_due_ms = d.due_ms + u64::from(d.replayed);
         self.dlq.extend(d.dlq.drain());
         let stats = &self.shared.metrics.ledger;
         for (&source, &delta) in &d.pending_delta {
@@ -577,12 +877,23 @@ impl Writer {
 }
 
 /// Blocks for the next item; `None` once `stop` disconnects (or every queue does).
-fn next_item(q: &Queues) -> Option<Item> {
-    select! {
-        recv(q.admit) -> m => m.ok().map(Item::Admit),
-        recv(q.settle) -> m => m.ok().map(Item::Settle),
-        recv(q.reject) -> m => m.ok().map(Item::Reject),
-        recv(q.stop) -> _ => None,
+fn next_item(q: &Queues, sweeps: bool) -> Option<Item> {
+    // Idle writers with retention sweep every `SWEEP_EVERY`; without it, they just wait.
+    let idle = if sweeps { SWEEP_EVERY } else { std::time::Duration::from_secs(3600) };
+    loop {
+        select! {
+            recv(q.admit) -> m => return m.ok().map(Item::Admit),
+            recv(q.settle) -> m => return m.ok().map(Item::Settle),
+            recv(q.reject) -> m => return m.ok().map(Item::Reject),
+            recv(q.operate) -> m => return m.ok().map(Item::Operate),
+            recv(q.sweep) -> m => return m.ok().map(|reply| Item::Sweep(Some(reply))),
+            recv(q.stop) -> _ => return None,
+            default(idle) => {
+                if sweeps {
+                    return Some(Item::Sweep(None));
+                }
+            }
+        }
     }
 }
 
@@ -591,7 +902,7 @@ fn drain_more(first: Item, q: &Queues) -> Vec<Item> {
     let mut items = vec![first];
     loop {
         let before = items.len();
-        for take in [take_admit, take_settle, take_reject] {
+        for take in [take_admit, take_settle, take_reject, take_operate] {
             if items.len() == COMMIT_BATCH_MAX {
                 return items;
             }
@@ -619,4 +930,8 @@ fn take_reject(q: &Queues) -> Option<Item> {
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn take_operate(q: &Queues) -> Option<Item> {
+    q.operate.try_recv().ok().map(Item::Operate)
 }

@@ -141,6 +141,15 @@ pub struct Setup {
     pub read_timeout: &'static str,
     /// Extra TOML lines for one source: `(source id, "key = value")`.
     pub source_lines: Vec<(&'static str, String)>,
+    /// The admin bearer token, written to `admin-token` beside the config (`admin.token_file`);
+    /// `None`: no `[admin]` table (the admin API is disabled).
+    pub admin_token: Option<String>,
+    /// `destination.paused`.
+    pub paused: bool,
+    /// `destination.breaker_failures_max` (default: not written, hookwall's default).
+    pub breaker_failures_max: Option<u32>,
+    /// `destination.signing_secret` as an inline value (`whsec_…`).
+    pub signing_secret: Option<String>,
 }
 
 impl Setup {
@@ -163,6 +172,10 @@ impl Setup {
             server_extra: String::new(),
             read_timeout: "10s",
             source_lines: Vec::new(),
+            admin_token: None,
+            paused: false,
+            breaker_failures_max: None,
+            signing_secret: None,
         }
     }
 
@@ -214,6 +227,13 @@ impl Setup {
         let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
         let _ = writeln!(t, "concurrency_max = 16");
+        let _ = writeln!(t, "paused = {}", self.paused);
+        if let Some(n) = self.breaker_failures_max {
+            let _ = writeln!(t, "breaker_failures_max = {n}");
+        }
+        if let Some(secret) = &self.signing_secret {
+            let _ = writeln!(t, "signing_secret = {{ value = {} }}", quote(secret));
+        }
         t
     }
 }
@@ -251,7 +271,17 @@ impl Hookwall {
         let (ingress, admin) = free_ports();
         let n = next_start_number();
         let config_path = dir.join(format!("hookwall-{n}.toml"));
-        std::fs::write(&config_path, setup.toml(ingress, admin)).expect("writing the config");
+        let mut toml = setup.toml(ingress, admin);
+        if let Some(token) = &setup.admin_token {
+            let token_path = dir.join("admin-token");
+            std::fs::write(&token_path, format!("{token}\n")).expect("writing the token file");
+            let _ = writeln!(
+                toml,
+                "\n[admin]\ntoken_file = {}",
+                quote(&token_path.display().to_string())
+            );
+        }
+        std::fs::write(&config_path, toml).expect("writing the config");
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
@@ -435,7 +465,7 @@ pub struct Fixture {
     /// The destination.
     pub sink: crate::sink::Sink,
     /// Holds config, ledger and logs (removed on drop, after the child is gone).
-    _dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -451,7 +481,7 @@ impl Fixture {
         let mut setup = Setup::new(io, dir.path(), &sink.url());
         edit(&mut setup);
         let hw = Hookwall::start(dir.path(), &setup);
-        Fixture { hw, sink, _dir: dir }
+        Fixture { hw, sink, dir }
     }
 
     /// Sends a fresh Stripe event to `stripe-a`, waits for its forward, then waits until no

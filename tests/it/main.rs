@@ -47,6 +47,7 @@ mod loadgen;
 mod logs;
 mod metrics;
 mod observability;
+mod operator;
 mod reload;
 mod shedding;
 mod sign;

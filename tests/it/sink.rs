@@ -99,6 +99,14 @@ impl Sink {
         format!("http://{}/hooks", self.addr)
     }
 
+    /// From now on every request is answered `status` (a destination that recovers or fails).
+    pub fn answer_from_now(&self, status: u16) {
+        let mut state = self.shared.state.lock().expect("sink lock");
+        let n = state.recorded.len();
+        let first: Vec<u16> = (0..n).map(|i| state.script.status(i)).collect();
+        state.script = Script { first, then: status };
+    }
+
     /// Everything received so far.
     pub fn recorded(&self) -> Vec<Recorded> {
         self.shared.state.lock().expect("sink lock").recorded.clone()

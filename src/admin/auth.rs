@@ -1,0 +1,64 @@
+//! Authentication of `/admin/*` (SPEC §6): `Authorization: Bearer <token>` compared in constant
+//! time with the token read from `admin.token_file` at start. The caller is identified in the
+//! audit log by a token id (the first 8 hex digits of SHA-256 of the token), never the token.
+
+// Errors here are the HTTP answer itself, built once per admin request, off the hot path.
+#![allow(clippy::result_large_err)]
+
+use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::StatusCode;
+use subtle::ConstantTimeEq as _;
+
+use super::api::error;
+use crate::config::AdminToken;
+
+/// Who made an authenticated admin request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// First 8 lower-case hex digits of SHA-256 of the bearer token (R20 "actor", R28).
+    pub token_id: String,
+}
+
+/// The token id of `token`: the first 8 lower-case hex digits of its SHA-256.
+pub fn token_id(token: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    hex::encode(&digest.as_ref()[..4])
+}
+
+/// Checks the request's bearer token against `expected`.
+///
+/// # Errors
+/// The answer to send instead: 403 `admin_disabled` when no token is configured, 401
+/// `unauthorized` (with `WWW-Authenticate: Bearer`) when the header is missing, malformed or
+/// carries another token.
+pub fn check(
+    expected: Option<&AdminToken>,
+    headers: &HeaderMap,
+) -> Result<Caller, hyper::Response<http_body_util::Full<hyper::body::Bytes>>> {
+    let Some(expected) = expected else {
+        let message = "the admin API is disabled: no admin.token_file is configured";
+        return Err(error(StatusCode::FORBIDDEN, "admin_disabled", message));
+    };
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let Some(presented) = presented.filter(|t| !t.is_empty()) else {
+        return Err(unauthorized("an Authorization: Bearer <token> header is required"));
+    };
+    // Equal-length digests: the comparison time says nothing about the token's length or
+    // how much of it matched.
+    let sha = |t: &str| ring::digest::digest(&ring::digest::SHA256, t.as_bytes());
+    let matches: bool = sha(presented).as_ref().ct_eq(sha(&expected.0).as_ref()).into();
+    if !matches {
+        return Err(unauthorized("the bearer token is not the admin token"));
+    }
+    Ok(Caller { token_id: token_id(presented) })
+}
+
+fn unauthorized(message: &str) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    let mut reply = error(StatusCode::UNAUTHORIZED, "unauthorized", message);
+    reply.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    reply
+}
