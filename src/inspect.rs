@@ -7,7 +7,13 @@
 //! |---|---|---|
 //! | `stripe` | body `"id"` (the Event object's id, `evt_…`) | body `"type"` |
 //! | `github` | header `X-GitHub-Delivery` | header `X-GitHub-Event` |
+//! | `shopify` | header `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` | header `X-Shopify-Topic` |
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
+//! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
+//! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
+//!
+//! "Else" means: only when the first header is absent (older senders); when it is present, the
+//! second is not looked at.
 //!
 //! Only top-level members of the JSON object are read. A member named twice at the top level is
 //! ambiguous and refused rather than guessed at (R13).
@@ -28,7 +34,7 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, standard, Provider};
+use crate::provider::{github, gitlab, shopify, standard, svix, Provider};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +117,12 @@ pub fn fingerprint(body: &[u8]) -> [u8; 32] {
 fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReject> {
     match provider {
         Provider::Github if is_form(req) => form_payload(&req.body),
-        Provider::Stripe | Provider::Github | Provider::Standard => Ok(req.body.to_vec()),
+        Provider::Stripe
+        | Provider::Github
+        | Provider::Shopify
+        | Provider::Standard
+        | Provider::Svix
+        | Provider::Gitlab => Ok(req.body.to_vec()),
     }
 }
 
@@ -159,6 +170,14 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// `self`, or `other()` when `self` is absent.
+    fn or_else(self, other: impl FnOnce() -> Field<'a>) -> Field<'a> {
+        match self {
+            Field::Absent => other(),
+            present => present,
+        }
+    }
+
     /// The value of header `name`, as a field.
     fn header(req: &'a Request, name: &'a str) -> Field<'a> {
         req.headers_all(name).fold(Field::Absent, |field, value| {
@@ -197,6 +216,11 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         Provider::Stripe => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
+        Provider::Svix => Field::header(req, svix::ID_HEADER),
+        Provider::Shopify => Field::header(req, shopify::EVENT_ID_HEADER)
+            .or_else(|| Field::header(req, shopify::WEBHOOK_ID_HEADER)),
+        Provider::Gitlab => Field::header(req, gitlab::IDEMPOTENCY_HEADER)
+            .or_else(|| Field::header(req, gitlab::EVENT_UUID_HEADER)),
     };
     match field {
         Field::Absent => Err(SchemaReject::NoEventId),
@@ -213,8 +237,10 @@ fn event_type(
     body_type: Field<'_>,
 ) -> Result<Option<String>, SchemaReject> {
     let field = match source.provider {
-        Provider::Stripe | Provider::Standard => body_type,
+        Provider::Stripe | Provider::Standard | Provider::Svix => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
+        Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
+        Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
     };
     let kind = match field {
         Field::Absent => None,
@@ -536,6 +562,53 @@ mod tests {
         ];
         for (types, headers, body, expect) in cases {
             check(Provider::Standard, *types, headers, body, *expect);
+        }
+    }
+
+    /// Shopify, Svix and GitLab take id and type from headers; the second id header is read
+    /// only when the first is absent.
+    #[test]
+    fn header_ids() {
+        type Case<'a> = (Provider, &'a [(&'a str, &'a [u8])], Expect<'a>);
+        let body: &[u8] = br#"{"type":"in.body","id":"body_id"}"#;
+        let cases: &[Case<'_>] = &[
+            (
+                Provider::Shopify,
+                &[
+                    ("x-shopify-event-id", b"ev_1"),
+                    ("x-shopify-webhook-id", b"wh_1"),
+                    ("x-shopify-topic", b"orders/create"),
+                ],
+                Ok(("ev_1", Some("orders/create"))),
+            ),
+            (Provider::Shopify, &[("x-shopify-webhook-id", b"wh_1")], Ok(("wh_1", None))),
+            (Provider::Shopify, &[], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Shopify,
+                &[("x-shopify-event-id", b""), ("x-shopify-webhook-id", b"wh_1")],
+                Err(SchemaReject::BadEventId),
+            ),
+            (Provider::Svix, &[("svix-id", b"msg_1")], Ok(("msg_1", Some("in.body")))),
+            (Provider::Svix, &[("webhook-id", b"msg_1")], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Gitlab,
+                &[
+                    ("idempotency-key", b"f0e1"),
+                    ("x-gitlab-event-uuid", b"uuid-1"),
+                    ("x-gitlab-event", b"Push Hook"),
+                ],
+                Ok(("f0e1", Some("Push Hook"))),
+            ),
+            (Provider::Gitlab, &[("x-gitlab-event-uuid", b"uuid-1")], Ok(("uuid-1", None))),
+            (
+                Provider::Gitlab,
+                &[("idempotency-key", b"a"), ("idempotency-key", b"b")],
+                Err(SchemaReject::BadEventId),
+            ),
+            (Provider::Gitlab, &[], Err(SchemaReject::NoEventId)),
+        ];
+        for (provider, headers, expect) in cases {
+            check(*provider, None, headers, body, *expect);
         }
     }
 

@@ -13,7 +13,7 @@ use crate::{inspect, verify};
 /// What the command line gave.
 #[derive(Debug, Clone)]
 pub struct Captured {
-    /// Provider name as in the config (`stripe`, `github`, `standard`).
+    /// Provider name as in the config (`stripe`, `svix`, …; see [`Provider::ALL`]).
     pub provider: String,
     /// The secret exactly as the provider's dashboard shows it.
     pub secret: String,
@@ -44,7 +44,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
             known.join(", ")
         ));
     };
-    let key = match provider::hmac_key(provider, &captured.secret) {
+    let key = match provider::key(provider, &captured.secret) {
         Ok(key) => key,
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),
     };

@@ -43,6 +43,7 @@ mod ingress;
 mod lifecycle;
 mod logs;
 mod metrics;
+mod providers;
 mod sign;
 mod sink;
 mod systemd;

@@ -17,6 +17,20 @@ pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 /// Standard Webhooks secret of source `standard-a` (the spec's example form).
 pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
+/// Seed of the Ed25519 key pair that signs Standard Webhooks v1a test deliveries (a sender's
+/// `whsk_`; hookwall never sees it).
+pub const STANDARD_V1A_SEED: [u8; 32] = [0x11; 32];
+/// The public key of [`STANDARD_V1A_SEED`] as a dashboard shows it, computed outside Rust with
+/// PyNaCl (`SigningKey(bytes([0x11] * 32)).verify_key`); `v1a_public_key_matches_seed` checks
+/// ring agrees.
+pub const STANDARD_V1A_PUBLIC: &str = "whpk_0EqyMnQrtKs6E2i9RhXk5tAiSrcaAWuvhSCjMsl3hzc=";
+/// Svix endpoint secret of source `svix-a`.
+pub const SVIX_SECRET: &str = "whsec_aG9va3dhbGwtc3ZpeC1pdC1zZWNyZXQ=";
+/// Shopify client secret of source `shopify-a` (used as written).
+pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
+/// GitLab secret token of source `gitlab-a`.
+pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
+
 /// A provider as the tests sign for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -26,6 +40,28 @@ pub enum Provider {
     Github,
     /// Standard Webhooks v1; id in `webhook-id`.
     Standard,
+    /// Standard Webhooks v1a (Ed25519, signed with [`STANDARD_V1A_SEED`]); id in `webhook-id`.
+    StandardV1a,
+    /// Svix (`svix-*` headers, v1); id in `svix-id`.
+    Svix,
+    /// `X-Shopify-Hmac-Sha256` (base64); id in `X-Shopify-Event-Id`, type `X-Shopify-Topic`.
+    Shopify,
+    /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
+    Gitlab,
+}
+
+impl Provider {
+    /// The config spelling (`provider = "…"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Stripe => "stripe",
+            Provider::Github => "github",
+            Provider::Standard | Provider::StandardV1a => "standard",
+            Provider::Svix => "svix",
+            Provider::Shopify => "shopify",
+            Provider::Gitlab => "gitlab",
+        }
+    }
 }
 
 /// HMAC-SHA256 of the concatenated `parts` keyed by `key`.
@@ -62,6 +98,26 @@ pub fn standard_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> Strin
     format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag))
 }
 
+/// Svix's `svix-signature` entry: the Standard Webhooks v1 computation.
+pub fn svix_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> String {
+    standard_signature(secret, id, ts, body)
+}
+
+/// Standard Webhooks `v1a,` + base64 Ed25519 signature over `"{id}.{ts}.{body}"` by the key
+/// pair of `seed`.
+pub fn standard_v1a_signature(seed: &[u8; 32], id: &str, ts: i64, body: &[u8]) -> String {
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(seed).expect("a valid seed");
+    let message = [id.as_bytes(), b".", ts.to_string().as_bytes(), b".", body].concat();
+    let sig = pair.sign(&message);
+    format!("v1a,{}", base64::engine::general_purpose::STANDARD.encode(sig.as_ref()))
+}
+
+/// Shopify's `X-Shopify-Hmac-Sha256`: base64 HMAC-SHA256 over the body, keyed by the secret's
+/// bytes as written.
+pub fn shopify_signature(secret: &str, body: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(hmac_sha256(secret.as_bytes(), &[body]))
+}
+
 /// The wall clock in Unix seconds (the signing time of a fresh delivery).
 pub fn now_unix_s() -> i64 {
     let since = std::time::SystemTime::now()
@@ -90,13 +146,19 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"note":"{note}"}}}}}}"#
         ),
         Provider::Github => format!(r#"{{"action":"opened","delivery":"{id}","zen":"{note}"}}"#),
-        Provider::Standard => format!(r#"{{"type":"invoice.paid","data":{{"note":"{note}"}}}}"#),
+        Provider::Standard | Provider::StandardV1a | Provider::Svix => {
+            format!(r#"{{"type":"invoice.paid","data":{{"note":"{note}"}}}}"#)
+        }
+        Provider::Shopify => format!(r#"{{"id":820982911946154508,"note":"{note}"}}"#),
+        Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
     };
     text.into_bytes()
 }
 
 /// The headers of a delivery of `body` as event `id`, signed by `secret` at `t` (Unix s).
-/// `Content-Type: application/json` is included.
+/// `Content-Type: application/json` is included. For [`Provider::StandardV1a`], `secret` is
+/// the configured public key; the delivery is signed with [`STANDARD_V1A_SEED`] when it is
+/// [`STANDARD_V1A_PUBLIC`], and with another seed otherwise (a wrong key).
 pub fn headers(
     provider: Provider,
     secret: &str,
@@ -117,6 +179,30 @@ pub fn headers(
             h.push(("webhook-timestamp".to_owned(), t.to_string()));
             h.push(("webhook-signature".to_owned(), standard_signature(secret, id, t, body)));
         }
+        Provider::StandardV1a => {
+            let seed = if secret == STANDARD_V1A_PUBLIC { STANDARD_V1A_SEED } else { [0x22; 32] };
+            h.push(("webhook-id".to_owned(), id.to_owned()));
+            h.push(("webhook-timestamp".to_owned(), t.to_string()));
+            h.push(("webhook-signature".to_owned(), standard_v1a_signature(&seed, id, t, body)));
+        }
+        Provider::Svix => {
+            h.push(("svix-id".to_owned(), id.to_owned()));
+            h.push(("svix-timestamp".to_owned(), t.to_string()));
+            h.push(("svix-signature".to_owned(), svix_signature(secret, id, t, body)));
+        }
+        Provider::Shopify => {
+            h.push(("X-Shopify-Hmac-Sha256".to_owned(), shopify_signature(secret, body)));
+            h.push(("X-Shopify-Event-Id".to_owned(), id.to_owned()));
+            h.push(("X-Shopify-Webhook-Id".to_owned(), format!("wh-{id}-{t}")));
+            h.push(("X-Shopify-Topic".to_owned(), "orders/create".to_owned()));
+            h.push(("X-Shopify-Triggered-At".to_owned(), t.to_string()));
+        }
+        Provider::Gitlab => {
+            h.push(("X-Gitlab-Token".to_owned(), secret.to_owned()));
+            h.push(("X-Gitlab-Event".to_owned(), "Push Hook".to_owned()));
+            h.push(("Idempotency-Key".to_owned(), id.to_owned()));
+            h.push(("X-Gitlab-Event-UUID".to_owned(), format!("uuid-{id}-{t}")));
+        }
     }
     h
 }
@@ -130,4 +216,14 @@ pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) 
 /// Removes header `name` (case-insensitive) from `headers`.
 pub fn remove_header(headers: &mut Vec<(String, String)>, name: &str) {
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+}
+
+/// The hard-coded v1a public key is the one of the seed (ring agrees with PyNaCl).
+#[test]
+fn v1a_public_key_matches_seed() {
+    use ring::signature::KeyPair as _;
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&STANDARD_V1A_SEED)
+        .expect("a valid seed");
+    let public = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
+    assert_eq!(format!("whpk_{public}"), STANDARD_V1A_PUBLIC);
 }

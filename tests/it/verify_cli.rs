@@ -58,3 +58,62 @@ fn verify_exit_codes_follow_spec() {
     check(&at("1700000000"), payload, 0, "event id \"evt_1\"");
     check(&at("1700000301"), payload, 1, "stale");
 }
+
+/// Runs `hookwall verify --provider P --secret SECRET --at AT` with the headers of a delivery
+/// of `signed` as event `evt_cli_1` signed at `T_CLI` by `signer`, `body` on stdin.
+fn check_signed(
+    provider: crate::sign::Provider,
+    (secret, signer): (&str, &str),
+    (signed, body): (&[u8], &[u8]),
+    at: i64,
+    (code, has): (i32, &str),
+) {
+    let headers = crate::sign::headers(provider, signer, "evt_cli_1", T_CLI, signed);
+    let lines: Vec<String> = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let at = at.to_string();
+    let mut args = vec!["--provider", provider.name(), "--secret", secret, "--at", &at];
+    for line in &lines {
+        args.extend(["--header", line.as_str()]);
+    }
+    check(&args, body, code, has);
+}
+
+/// Signing time of the `check_signed` deliveries.
+const T_CLI: i64 = 1_700_000_000;
+
+/// `hookwall verify` for the providers added by issue 3: authentic (exit 0, the event id
+/// printed), wrong key, changed body and stale (exit 1), badly formed key (exit 2).
+#[test]
+fn verify_cli_new_providers() {
+    use crate::sign::{self, Provider};
+    let cases = [
+        (
+            Provider::StandardV1a,
+            sign::STANDARD_V1A_PUBLIC,
+            "whpk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        ),
+        (Provider::Svix, sign::SVIX_SECRET, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+        (Provider::Shopify, sign::SHOPIFY_SECRET, sign::WRONG_SECRET),
+        (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
+    ];
+    for (provider, secret, wrong) in cases {
+        let body = sign::body(provider, "evt_cli_1", "cli");
+        let changed = sign::body(provider, "evt_cli_1", "changed");
+        let ok = (0, "event id \"evt_cli_1\"");
+        let invalid = (1, "signature_invalid");
+        check_signed(provider, (secret, secret), (&body, &body), T_CLI, ok);
+        check_signed(provider, (secret, wrong), (&body, &body), T_CLI, invalid);
+        if provider == Provider::Gitlab {
+            // The token binds no body (docs/providers.md).
+            check_signed(provider, (secret, secret), (&body, &changed), T_CLI, ok);
+        } else {
+            check_signed(provider, (secret, secret), (&body, &changed), T_CLI, invalid);
+        }
+        if matches!(provider, Provider::StandardV1a | Provider::Svix) {
+            check_signed(provider, (secret, secret), (&body, &body), T_CLI + 301, (1, "stale"));
+            check_signed(provider, (secret, secret), (&body, &body), T_CLI - 61, (1, "stale"));
+        }
+    }
+    check(&["--provider", "standard", "--secret", "whsk_AAAA"], b"{}", 2, "whpk_");
+    check(&["--provider", "svix", "--secret", "whpk_AAAA"], b"{}", 2, "HMAC only");
+}

@@ -17,7 +17,27 @@ Signing code used (read in the installed package sources):
   ``WebhookSignature.verify_header(payload, header, secret, tolerance=None)``.
 * standardwebhooks (1.1.0, standardwebhooks/webhooks.py): ``Webhook(secret).sign(msg_id,
   timestamp: datetime, data: str)`` -> ``v1,{base64}`` (HMAC-SHA256 keyed by the base64-decoded
-  secret after its ``whsec_`` prefix, over ``"{id}.{ts}.{body}"``).
+  secret after its ``whsec_`` prefix, over ``"{id}.{ts}.{body}"``). Each is checked with
+  ``Webhook(secret).verify`` at its own timestamp.
+* Standard Webhooks v1a (asymmetric): the Python library implements only v1, so these are made
+  as the spec describes with PyNaCl (1.6.2, libsodium's Ed25519): ``nacl.signing.SigningKey``
+  from a fixed seed signs ``"{id}.{ts}.{body}"``; the entry is ``v1a,{base64 signature}``; the
+  receiver's key is ``whpk_{base64 of the 32-byte verify key}``. Each signature is checked
+  with ``VerifyKey.verify``.
+* svix (2.9.1, svix/webhooks.py): ``svix.webhooks.Webhook(secret).sign(msg_id, timestamp,
+  data)`` (delegates to standardwebhooks), sent as ``svix-id``/``svix-timestamp``/
+  ``svix-signature``, and checked with ``svix.webhooks.Webhook(secret).verify`` on those
+  headers at the signed time.
+* shopify: Shopify ships no Python verifier; the cases follow the Python example of Shopify's
+  "Verify the webhook" docs (``base64.b64encode(hmac.new(secret.encode(), body,
+  hashlib.sha256).digest())``), computed here with Python's ``hmac`` (independent of ring).
+* gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
+  (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
+  docs. Nothing is computed.
+
+Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
+``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
+headers carrying several signatures of which one matches.
 
 Inputs are fixed (no randomness, no clock), so the output is stable and a regenerated file only
 differs when a library changes what it computes. Each case carries the secret exactly as the
@@ -31,8 +51,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import hashlib
+import hmac
+
+import nacl.signing
 import standardwebhooks
 import stripe
+import svix.webhooks
 from standardwebhooks.webhooks import Webhook
 
 try:
@@ -91,13 +116,19 @@ def standard_cases():
          "msg_noprefix", 1262304000, '{"type":"ping"}'),
     ]
     cases = []
+    inputs.append(("escaped JSON as sent", "whsec_" + base64.b64encode(b"escaped-json-key").decode(),
+                   "msg_escaped", 1700000456, ESCAPED_BODY))
+    inputs.append(("trailing CRLF", "whsec_" + base64.b64encode(b"crlf-body-key-0001").decode(),
+                   "msg_crlf", 1700000789, CRLF_BODY))
     for name, secret, msg_id, t, body in inputs:
         signature = Webhook(secret).sign(msg_id, at(t), body)
-        cases.append(case("standard", name, secret, t, body, {
+        headers = {
             "webhook-id": msg_id,
             "webhook-timestamp": str(t),
             "webhook-signature": signature,
-        }))
+        }
+        checked_by_library(t, lambda: Webhook(secret).verify(body, headers, json_parse=False))
+        cases.append(case("standard", name, secret, t, body, headers))
 
     secret = "whsec_" + base64.b64encode(b"rotated-standard-key-new").decode()
     other = "whsec_" + base64.b64encode(b"rotated-standard-key-old").decode()
@@ -113,6 +144,132 @@ def standard_cases():
         "webhook-signature": signatures,
     }))
     return cases
+
+
+def frozen_now(unix_s):
+    """Runs a library's own verify() as if the clock read ``unix_s`` (its tolerance is 5 min)."""
+    import standardwebhooks.webhooks as module
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.fromtimestamp(unix_s, tz=tz)
+
+    return module, Frozen
+
+
+def checked_by_library(unix_s, verify):
+    """Calls ``verify()`` with standardwebhooks' clock frozen at ``unix_s``."""
+    module, frozen = frozen_now(unix_s)
+    real = module.datetime
+    module.datetime = frozen
+    try:
+        verify()
+    finally:
+        module.datetime = real
+
+
+ESCAPED_BODY = '{"type":"invoice.paid","url":"https:\\/\\/example.com\\/a?b=1\\u0026c=2"}'
+CRLF_BODY = '{"type":"invoice.paid","n":1}\r\n'
+
+
+def standard_v1a_cases():
+    """Standard Webhooks v1a (Ed25519) cases, made per the spec with PyNaCl."""
+    cases = []
+    inputs = [
+        ("v1a, seed 0..31", bytes(range(32)), "msg_v1a_1", 1614265330, '{"test": 2432232314}'),
+        ("v1a, escaped JSON as sent", bytes([7] * 32), "msg_v1a_2", 1700000123, ESCAPED_BODY),
+        ("v1a, trailing CRLF", bytes([9] * 32), "msg_v1a_3", 1735689600, CRLF_BODY),
+    ]
+    for name, seed, msg_id, t, body in inputs:
+        signing = nacl.signing.SigningKey(seed)
+        whpk = "whpk_" + base64.b64encode(bytes(signing.verify_key)).decode()
+        content = f"{msg_id}.{t}.{body}".encode()
+        signature = signing.sign(content).signature
+        signing.verify_key.verify(content, signature)
+        entry = "v1a," + base64.b64encode(signature).decode()
+        cases.append(case("standard", name, whpk, t, body, {
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(t),
+            "webhook-signature": entry,
+        }))
+    # A v1 entry from a symmetric key and another key's v1a before the matching v1a.
+    signing, other = nacl.signing.SigningKey(bytes([3] * 32)), nacl.signing.SigningKey(bytes([4] * 32))
+    msg_id, t, body = "msg_v1a_several", 1714000000, '{"type":"invoice.paid"}'
+    content = f"{msg_id}.{t}.{body}".encode()
+    entries = " ".join([
+        Webhook("whsec_" + base64.b64encode(b"some-symmetric-key").decode()).sign(msg_id, at(t), body),
+        "v1a," + base64.b64encode(other.sign(content).signature).decode(),
+        "v1a," + base64.b64encode(signing.sign(content).signature).decode(),
+    ])
+    cases.append(case("standard", "v1a, several signatures, third matches",
+                      "whpk_" + base64.b64encode(bytes(signing.verify_key)).decode(), t, body, {
+                          "webhook-id": msg_id,
+                          "webhook-timestamp": str(t),
+                          "webhook-signature": entries,
+                      }))
+    return cases
+
+
+def svix_cases():
+    """Svix cases signed with the svix library and checked with its own verify()."""
+    inputs = [
+        ("docs example secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+         "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}'),
+        ("escaped JSON as sent", "whsec_" + base64.b64encode(b"svix-escaped-body-key").decode(),
+         "msg_svix_escaped", 1700000123, ESCAPED_BODY),
+        ("trailing CRLF", "whsec_" + base64.b64encode(b"svix-crlf-body-key-000").decode(),
+         "msg_svix_crlf", 1735689600, CRLF_BODY),
+    ]
+    cases = []
+    for name, secret, msg_id, t, body in inputs:
+        wh = svix.webhooks.Webhook(secret)
+        headers = {"svix-id": msg_id, "svix-timestamp": str(t),
+                   "svix-signature": wh.sign(msg_id, at(t), body)}
+        checked_by_library(t, lambda: wh.verify(body, headers))
+        cases.append(case("svix", name, secret, t, body, headers))
+
+    secret = "whsec_" + base64.b64encode(b"svix-rotated-new-key").decode()
+    old = "whsec_" + base64.b64encode(b"svix-rotated-old-key").decode()
+    msg_id, t, body = "msg_svix_rotated", 1714000000, '{"type":"invoice.paid"}'
+    headers = {"svix-id": msg_id, "svix-timestamp": str(t), "svix-signature": " ".join([
+        svix.webhooks.Webhook(old).sign(msg_id, at(t), body),
+        svix.webhooks.Webhook(secret).sign(msg_id, at(t), body),
+    ])}
+    checked_by_library(t, lambda: svix.webhooks.Webhook(secret).verify(body, headers))
+    cases.append(case("svix", "two signatures while rotating, second matches", secret, t, body,
+                      headers))
+    return cases
+
+
+def shopify_cases():
+    """Shopify cases per Shopify's documented Python verification."""
+    inputs = [
+        ("order", "shpss_0123456789abcdef0123456789abcdef",
+         '{"id":820982911946154508,"email":"jon@example.com","total_price":"403.00"}'),
+        ("escaped JSON as sent", "hookwall-shopify-client-secret", ESCAPED_BODY),
+        ("trailing CRLF", "hookwall-shopify-crlf", CRLF_BODY),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+        cases.append(case("shopify", name, secret, 1700000000, body, {
+            "X-Shopify-Hmac-Sha256": base64.b64encode(digest).decode(),
+            "X-Shopify-Event-Id": "98880550-7158-44d4-b7cd-2c97c8a091b5",
+            "X-Shopify-Topic": "orders/create",
+        }))
+    return cases
+
+
+def gitlab_cases():
+    """GitLab cases: the token is sent as configured; nothing binds the body."""
+    return [case("gitlab", "push hook", "hookwall-gitlab-token", 1700000000,
+                 '{"object_kind":"push","ref":"refs/heads/main"}', {
+                     "X-Gitlab-Token": "hookwall-gitlab-token",
+                     "X-Gitlab-Event": "Push Hook",
+                     "Idempotency-Key": "f0e5e2a2-b1a4-4b47-9c2c-1a8d2f3b4c5d",
+                     "X-Gitlab-Event-UUID": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                 })]
 
 
 def at(unix_s):
@@ -134,12 +291,13 @@ def case(provider, name, secret, timestamp, body, headers):
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
-    for package in ("stripe", "standardwebhooks"):
+    for package in ("stripe", "standardwebhooks", "svix", "PyNaCl"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
         "libraries": versions,
-        "cases": stripe_cases() + standard_cases(),
+        "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
+        + shopify_cases() + gitlab_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
