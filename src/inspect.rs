@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `stripe` | body `"id"` (the Event object's id, `evt_…`) | body `"type"` |
 //! | `github` | header `X-GitHub-Delivery` | header `X-GitHub-Event` |
+//! | `slack` | body `"event_id"` (`Ev…`) | body `"type"` (`event_callback`; the inner `event.type` is not read) |
 //! | `shopify` | header `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` | header `X-Shopify-Topic` |
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
 //! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
@@ -34,7 +35,7 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, gitlab, shopify, standard, svix, Provider};
+use crate::provider::{github, gitlab, shopify, slack, standard, svix, Provider};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +98,11 @@ impl SchemaReject {
 /// or is given twice, [`SchemaReject::EventTypeNotAllowed`] as described above.
 pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
     let mut scratch = json_scratch(source.provider, req)?;
-    let body = BodyFields::read(&mut scratch)?;
+    let id_member = match source.provider {
+        Provider::Slack => slack::EVENT_ID_MEMBER,
+        _ => "id",
+    };
+    let body = BodyFields::read(&mut scratch, id_member)?;
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
     Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
@@ -119,6 +124,7 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         Provider::Github if is_form(req) => form_payload(&req.body),
         Provider::Stripe
         | Provider::Github
+        | Provider::Slack
         | Provider::Shopify
         | Provider::Standard
         | Provider::Svix
@@ -186,24 +192,26 @@ impl<'a> Field<'a> {
     }
 }
 
-/// The top-level `"id"` and `"type"` members of a JSON object body.
+/// The top-level id member (`"id"`, or the provider's own name for it) and `"type"` member of
+/// a JSON object body.
 struct BodyFields<'a> {
     id: Field<'a>,
     kind: Field<'a>,
 }
 
 impl<'a> BodyFields<'a> {
-    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place).
-    fn read(scratch: &'a mut [u8]) -> Result<BodyFields<'a>, SchemaReject> {
+    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id
+    /// from member `id_member`.
+    fn read(scratch: &'a mut [u8], id_member: &str) -> Result<BodyFields<'a>, SchemaReject> {
         let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
         let object = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
         let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
         for (key, value) in &object {
             let text = value.into_string().map_or(Field::NotText, Field::Text);
-            match key {
-                "id" => fields.id = fields.id.and(text),
-                "type" => fields.kind = fields.kind.and(text),
-                _ => {}
+            if key == id_member {
+                fields.id = fields.id.and(text);
+            } else if key == "type" {
+                fields.kind = fields.kind.and(text);
             }
         }
         Ok(fields)
@@ -213,7 +221,7 @@ impl<'a> BodyFields<'a> {
 /// The event id from where `provider` puts it, checked (R8, R13).
 fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
     let field = match provider {
-        Provider::Stripe => body_id,
+        Provider::Stripe | Provider::Slack => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -237,7 +245,7 @@ fn event_type(
     body_type: Field<'_>,
 ) -> Result<Option<String>, SchemaReject> {
     let field = match source.provider {
-        Provider::Stripe | Provider::Standard | Provider::Svix => body_type,
+        Provider::Stripe | Provider::Slack | Provider::Standard | Provider::Svix => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
@@ -607,6 +615,17 @@ mod tests {
             ),
             (Provider::Gitlab, &[], Err(SchemaReject::NoEventId)),
         ];
+        let slack: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#,
+                Ok(("Ev1", Some("event_callback"))),
+            ),
+            (br#"{"type":"event_callback","id":"Ev1"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"event_id":"Ev1","event_id":"Ev2"}"#, Err(SchemaReject::BadEventId)),
+        ];
+        for (body, expect) in slack {
+            check(Provider::Slack, None, &[], body, *expect);
+        }
         for (provider, headers, expect) in cases {
             check(*provider, None, headers, body, *expect);
         }

@@ -850,4 +850,42 @@ mod tests {
             assert_eq!(matching_secret(&[secret], &presented, NOW), Err(Reject::SignatureInvalid));
         }
     }
+
+    /// Slack: the example of Slack's "Verifying requests from Slack" (a slash-command form
+    /// body), and the bounds of the replay window.
+    #[test]
+    fn slack() {
+        const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+        const TS: &str = "1531420618";
+        const BODY: &[u8] = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        const SIG: &str = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+        let t: i64 = TS.parse().expect("digits");
+        let ts = ("x-slack-request-timestamp", TS);
+        let good = [ts, ("x-slack-signature", SIG)];
+        let v1 = [ts, ("x-slack-signature", &SIG.replacen("v0=", "v1=", 1))];
+        let later = [("x-slack-request-timestamp", "1531420619"), ("x-slack-signature", SIG)];
+        let fresh = ok(0, Some(t));
+        check(
+            Provider::Slack,
+            &[("an older secret", None, None), (SECRET, None, None)],
+            &[
+                ("documented example", &good, BODY, t, ok(1, Some(t))),
+                ("timestamp is signed", &later, BODY, t, INVALID),
+                ("tampered body", &good, &BODY[1..], t, INVALID),
+                ("no v1 scheme", &v1, BODY, t, MISSING),
+                ("no timestamp", &[good[1]], BODY, t, MISSING),
+                ("no signature", &[ts], BODY, t, MISSING),
+                ("age = tolerance + 1", &good, BODY, t + TOLERANCE_S + 1, STALE),
+                ("lead = future_skew + 1", &good, BODY, t - SKEW_S - 1, STALE),
+            ],
+        );
+        check(
+            Provider::Slack,
+            &[(SECRET, None, None)],
+            &[
+                ("age = tolerance", &good, BODY, t + TOLERANCE_S, fresh),
+                ("lead = future_skew", &good, BODY, t - SKEW_S, fresh),
+            ],
+        );
+    }
 }

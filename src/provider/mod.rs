@@ -11,6 +11,7 @@ use crate::verify::{Key, Presented, Reject};
 pub mod github;
 pub mod gitlab;
 pub mod shopify;
+pub mod slack;
 pub mod standard;
 pub mod stripe;
 pub mod svix;
@@ -24,6 +25,10 @@ pub enum Provider {
     /// GitHub: `X-Hub-Signature-256: sha256=…` = hex HMAC-SHA256 over the body; no signed
     /// timestamp; id `X-GitHub-Delivery`.
     Github,
+    /// Slack (Events API): `X-Slack-Signature: v0=…` = hex HMAC-SHA256 over
+    /// `"v0:{X-Slack-Request-Timestamp}:{body}"`; id body `event_id`; `url_verification`
+    /// answered after verification.
+    Slack,
     /// Shopify: `X-Shopify-Hmac-Sha256` = base64 HMAC-SHA256 over the body, keyed by the app's
     /// client secret as written; no signed timestamp; id `X-Shopify-Event-Id`.
     Shopify,
@@ -40,9 +45,10 @@ pub enum Provider {
 
 impl Provider {
     /// Every provider this build verifies, in SPEC §4 order.
-    pub const ALL: [Provider; 6] = [
+    pub const ALL: [Provider; 7] = [
         Provider::Stripe,
         Provider::Github,
+        Provider::Slack,
         Provider::Shopify,
         Provider::Standard,
         Provider::Svix,
@@ -50,8 +56,7 @@ impl Provider {
     ];
 
     /// Providers named in SPEC §4 that this build does not verify yet (config error names them).
-    pub const PLANNED: [&'static str; 23] = [
-        "slack",
+    pub const PLANNED: [&'static str; 22] = [
         "twilio",
         "sendgrid",
         "discord",
@@ -81,6 +86,7 @@ impl Provider {
         match self {
             Provider::Stripe => "stripe",
             Provider::Github => "github",
+            Provider::Slack => "slack",
             Provider::Shopify => "shopify",
             Provider::Standard => "standard",
             Provider::Svix => "svix",
@@ -99,6 +105,7 @@ impl Provider {
         match self {
             Provider::Stripe => stripe::SIGNATURE_HEADER,
             Provider::Github => github::SIGNATURE_HEADER,
+            Provider::Slack => slack::SIGNATURE_HEADER,
             Provider::Shopify => shopify::SIGNATURE_HEADER,
             Provider::Standard => standard::SIGNATURE_HEADER,
             Provider::Svix => svix::SIGNATURE_HEADER,
@@ -110,13 +117,13 @@ impl Provider {
     /// cannot be checked, R7).
     pub fn signs_timestamp(self) -> bool {
         match self {
-            Provider::Stripe | Provider::Standard | Provider::Svix => true,
+            Provider::Stripe | Provider::Slack | Provider::Standard | Provider::Svix => true,
             Provider::Github | Provider::Shopify | Provider::Gitlab => false,
         }
     }
 
-    /// Default `tolerance`: Stripe's libraries, the Standard Webhooks spec and Svix's libraries
-    /// all use 300 s; providers without a signed timestamp never use it.
+    /// Default `tolerance`: Stripe's libraries, Slack's SDK, the Standard Webhooks spec and
+    /// Svix's libraries all use 300 s; providers without a signed timestamp never use it.
     pub fn default_tolerance(self) -> Duration {
         Duration::from_secs(300)
     }
@@ -130,6 +137,8 @@ impl Provider {
             // Stripe: up to 3 days in live mode. GitHub: no automatic retries; manual
             // redelivery of deliveries from the last 3 days.
             Provider::Stripe | Provider::Github => 3 * DAY,
+            // Slack: 3 retries — nearly at once, after 1 minute, after 5 minutes.
+            Provider::Slack => 6 * 60,
             // Shopify: 8 retries over 4 hours (changelog, 2024-09-10).
             Provider::Shopify => 4 * HOUR,
             // Svix schedule: 5 s, 5 m, 30 m, 2 h, 5 h, 10 h, 10 h ≈ 27.6 h.
@@ -145,6 +154,8 @@ impl Provider {
         Duration::from_secs(match self {
             // GitHub: 10 s. Stripe: no exact figure documented, ~10 s observed. GitLab: 10 s.
             Provider::Stripe | Provider::Github | Provider::Gitlab => 10,
+            // Slack: 3 s.
+            Provider::Slack => 3,
             // Shopify: 1 s to connect, 5 s in total.
             Provider::Shopify => 5,
             // Svix: 15 s.
@@ -154,7 +165,7 @@ impl Provider {
 }
 
 /// Derives the verification key from a secret written exactly as the provider's dashboard shows
-/// it: Stripe's `whsec_…` string, GitHub's and Shopify's secret text, Standard Webhooks'
+/// it: Stripe's `whsec_…` string, GitHub's, Slack's and Shopify's secret text, Standard Webhooks'
 /// `whsec_…` (HMAC) or `whpk_…` (Ed25519 public key), Svix's `whsec_…`, GitLab's token.
 ///
 /// # Errors
@@ -164,7 +175,7 @@ pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
         return Err("secret is empty".to_owned());
     }
     match provider {
-        Provider::Stripe | Provider::Github | Provider::Shopify => {
+        Provider::Stripe | Provider::Github | Provider::Slack | Provider::Shopify => {
             Ok(Key::Hmac(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes())))
         }
         Provider::Standard => standard::key(secret),
@@ -182,9 +193,25 @@ pub(crate) fn presented(provider: Provider, req: &Request) -> Result<Presented<'
     match provider {
         Provider::Stripe => stripe::presented(req),
         Provider::Github => github::presented(req),
+        Provider::Slack => slack::presented(req),
         Provider::Shopify => shopify::presented(req),
         Provider::Standard => standard::presented(req, &standard::STANDARD_HEADERS),
         Provider::Svix => standard::presented(req, &standard::SVIX_HEADERS),
         Provider::Gitlab => gitlab::presented(req),
+    }
+}
+
+/// The handshake answer `provider` documents for an authenticated `req`, if `req` is one
+/// (Slack `url_verification`); `None` for events. Called only after verification succeeded,
+/// so an unauthenticated request never gets a challenge answer.
+pub(crate) fn challenge(provider: Provider, req: &Request) -> Option<crate::pipeline::Challenge> {
+    match provider {
+        Provider::Slack => slack::challenge(req),
+        Provider::Stripe
+        | Provider::Github
+        | Provider::Shopify
+        | Provider::Standard
+        | Provider::Svix
+        | Provider::Gitlab => None,
     }
 }

@@ -21,6 +21,16 @@ fn standard_v1a() -> Source {
     }
 }
 
+/// `slack-a`: Slack, one key.
+fn slack_a() -> Source {
+    Source {
+        id: "slack-a",
+        tenant: "acme",
+        provider: Provider::Slack,
+        secrets: vec![("k1", sign::SLACK_SECRET)],
+    }
+}
+
 /// `svix-a`: Svix, one key.
 fn svix_a() -> Source {
     Source {
@@ -71,6 +81,7 @@ fn signature_header(provider: Provider) -> &'static str {
     match provider {
         Provider::Stripe => "stripe-signature",
         Provider::Github => "x-hub-signature-256",
+        Provider::Slack => "x-slack-signature",
         Provider::Standard | Provider::StandardV1a => "webhook-signature",
         Provider::Svix => "svix-signature",
         Provider::Shopify => "x-shopify-hmac-sha256",
@@ -128,7 +139,7 @@ fn round(f: &Fixture, source: &Source) {
         &format!("{what}: unsigned"),
     );
 
-    if matches!(source.provider, Provider::StandardV1a | Provider::Svix) {
+    if matches!(source.provider, Provider::StandardV1a | Provider::Slack | Provider::Svix) {
         let now = sign::now_unix_s();
         let stale = f.hw.deliver_at(source, &other, &body, now - 400);
         expect(&stale, 401, "stale", &format!("{what}: 400 s old"));
@@ -138,9 +149,10 @@ fn round(f: &Fixture, source: &Source) {
 }
 
 on_both_io! {
-    /// Issue 3: Standard Webhooks v1a, Svix, Shopify and GitLab through the running server.
+    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify and GitLab through the running
+    /// server.
     fn providers_accepted_then_duplicate(io: Io) {
-        let sources = [standard_v1a(), svix_a(), shopify_a(), gitlab_a()];
+        let sources = [slack_a(), standard_v1a(), svix_a(), shopify_a(), gitlab_a()];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());
         });
@@ -159,6 +171,8 @@ on_both_io! {
         let verification = fwd[0].header("hookwall-verification");
         assert!(verification.contains("k-sym"), "matched key k-sym: {verification:?}");
 
+        slack_url_verification(&f);
+
         f.flush_with_marker();
         for source in &sources {
             let recorded = f.sink.recorded();
@@ -170,4 +184,37 @@ on_both_io! {
             assert_eq!(forwards, 1, "{}: one forward, duplicates and refusals none", source.id);
         }
     }
+}
+
+/// Slack's `url_verification` handshake: answered `{"challenge":…}` only once it verified;
+/// unsigned, forged or stale handshakes get the 401s; a handshake is never admitted.
+fn slack_url_verification(f: &Fixture) {
+    let source = slack_a();
+    let body: &[u8] =
+        br#"{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    let now = sign::now_unix_s();
+    let headers = sign::headers(Provider::Slack, sign::SLACK_SECRET, "handshake", now, body);
+    let r = f.hw.post(source.id, &headers, body);
+    assert_eq!(r.status, 200, "handshake: {r}");
+    assert_eq!(r.header("content-type"), Some("application/json"), "handshake: {r}");
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}),
+        "handshake answer"
+    );
+    let mut unsigned = headers.clone();
+    sign::remove_header(&mut unsigned, "x-slack-signature");
+    expect(&f.hw.post(source.id, &unsigned, body), 401, "signature_missing", "unsigned handshake");
+    let forged = sign::headers(Provider::Slack, sign::WRONG_SECRET, "handshake", now, body);
+    expect(&f.hw.post(source.id, &forged, body), 401, "signature_invalid", "forged handshake");
+    let old = sign::headers(Provider::Slack, sign::SLACK_SECRET, "handshake", now - 400, body);
+    expect(&f.hw.post(source.id, &old, body), 401, "stale", "replayed handshake");
+    let labels = [("source", "slack-a"), ("provider", "slack"), ("status", "challenge")];
+    let name = "hookwall_ingress_requests_total";
+    crate::metrics::wait_for_sample(&f.hw, name, &labels, 1.0, FORWARD_TIMEOUT);
+    let recorded = f.sink.recorded();
+    assert!(
+        recorded.iter().all(|r| !r.body.windows(16).any(|w| w == b"url_verification")),
+        "a handshake is never forwarded"
+    );
 }

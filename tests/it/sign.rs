@@ -26,6 +26,8 @@ pub const STANDARD_V1A_SEED: [u8; 32] = [0x11; 32];
 pub const STANDARD_V1A_PUBLIC: &str = "whpk_0EqyMnQrtKs6E2i9RhXk5tAiSrcaAWuvhSCjMsl3hzc=";
 /// Svix endpoint secret of source `svix-a`.
 pub const SVIX_SECRET: &str = "whsec_aG9va3dhbGwtc3ZpeC1pdC1zZWNyZXQ=";
+/// Slack signing secret of source `slack-a` (used as written).
+pub const SLACK_SECRET: &str = "hookwall0it0slack0signing0secret";
 /// Shopify client secret of source `shopify-a` (used as written).
 pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
 /// GitLab secret token of source `gitlab-a`.
@@ -42,6 +44,8 @@ pub enum Provider {
     Standard,
     /// Standard Webhooks v1a (Ed25519, signed with [`STANDARD_V1A_SEED`]); id in `webhook-id`.
     StandardV1a,
+    /// Slack Events API (`X-Slack-Signature: v0=…`); id in body `event_id`.
+    Slack,
     /// Svix (`svix-*` headers, v1); id in `svix-id`.
     Svix,
     /// `X-Shopify-Hmac-Sha256` (base64); id in `X-Shopify-Event-Id`, type `X-Shopify-Topic`.
@@ -57,6 +61,7 @@ impl Provider {
             Provider::Stripe => "stripe",
             Provider::Github => "github",
             Provider::Standard | Provider::StandardV1a => "standard",
+            Provider::Slack => "slack",
             Provider::Svix => "svix",
             Provider::Shopify => "shopify",
             Provider::Gitlab => "gitlab",
@@ -112,6 +117,13 @@ pub fn standard_v1a_signature(seed: &[u8; 32], id: &str, ts: i64, body: &[u8]) -
     format!("v1a,{}", base64::engine::general_purpose::STANDARD.encode(sig.as_ref()))
 }
 
+/// Slack's `X-Slack-Signature`: `v0=` + hex HMAC-SHA256 over `"v0:{ts}:{body}"`, keyed by the
+/// signing secret's bytes as written.
+pub fn slack_signature(secret: &str, ts: i64, body: &[u8]) -> String {
+    let mac = hmac_sha256(secret.as_bytes(), &[b"v0:", ts.to_string().as_bytes(), b":", body]);
+    format!("v0={}", hex::encode(mac))
+}
+
 /// Shopify's `X-Shopify-Hmac-Sha256`: base64 HMAC-SHA256 over the body, keyed by the secret's
 /// bytes as written.
 pub fn shopify_signature(secret: &str, body: &[u8]) -> String {
@@ -149,6 +161,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Standard | Provider::StandardV1a | Provider::Svix => {
             format!(r#"{{"type":"invoice.paid","data":{{"note":"{note}"}}}}"#)
         }
+        Provider::Slack => format!(
+            r#"{{"type":"event_callback","event_id":"{id}","event":{{"type":"message","text":"{note}"}}}}"#
+        ),
         Provider::Shopify => format!(r#"{{"id":820982911946154508,"note":"{note}"}}"#),
         Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
     };
@@ -184,6 +199,10 @@ pub fn headers(
             h.push(("webhook-id".to_owned(), id.to_owned()));
             h.push(("webhook-timestamp".to_owned(), t.to_string()));
             h.push(("webhook-signature".to_owned(), standard_v1a_signature(&seed, id, t, body)));
+        }
+        Provider::Slack => {
+            h.push(("X-Slack-Request-Timestamp".to_owned(), t.to_string()));
+            h.push(("X-Slack-Signature".to_owned(), slack_signature(secret, t, body)));
         }
         Provider::Svix => {
             h.push(("svix-id".to_owned(), id.to_owned()));

@@ -92,6 +92,7 @@ fn verify_cli_new_providers() {
             sign::STANDARD_V1A_PUBLIC,
             "whpk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
         ),
+        (Provider::Slack, sign::SLACK_SECRET, sign::WRONG_SECRET),
         (Provider::Svix, sign::SVIX_SECRET, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
         (Provider::Shopify, sign::SHOPIFY_SECRET, sign::WRONG_SECRET),
         (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
@@ -109,7 +110,7 @@ fn verify_cli_new_providers() {
         } else {
             check_signed(provider, (secret, secret), (&body, &changed), T_CLI, invalid);
         }
-        if matches!(provider, Provider::StandardV1a | Provider::Svix) {
+        if matches!(provider, Provider::StandardV1a | Provider::Slack | Provider::Svix) {
             check_signed(provider, (secret, secret), (&body, &body), T_CLI + 301, (1, "stale"));
             check_signed(provider, (secret, secret), (&body, &body), T_CLI - 61, (1, "stale"));
         }
