@@ -11,6 +11,7 @@
 //! | `shopify` | header `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` | header `X-Shopify-Topic` |
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
 //! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
+//! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
@@ -35,7 +36,7 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, gitlab, shopify, slack, standard, svix, Provider};
+use crate::provider::{github, gitlab, shopify, slack, standard, svix, typeform, Provider};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,11 +99,12 @@ impl SchemaReject {
 /// or is given twice, [`SchemaReject::EventTypeNotAllowed`] as described above.
 pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
     let mut scratch = json_scratch(source.provider, req)?;
-    let id_member = match source.provider {
-        Provider::Slack => slack::EVENT_ID_MEMBER,
-        _ => "id",
+    let members = match source.provider {
+        Provider::Slack => (slack::EVENT_ID_MEMBER, "type"),
+        Provider::Typeform => (typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
+        _ => ("id", "type"),
     };
-    let body = BodyFields::read(&mut scratch, id_member)?;
+    let body = BodyFields::read(&mut scratch, members)?;
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
     Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
@@ -128,6 +130,7 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Shopify
         | Provider::Standard
         | Provider::Svix
+        | Provider::Typeform
         | Provider::Gitlab => Ok(req.body.to_vec()),
     }
 }
@@ -192,17 +195,20 @@ impl<'a> Field<'a> {
     }
 }
 
-/// The top-level id member (`"id"`, or the provider's own name for it) and `"type"` member of
-/// a JSON object body.
+/// The top-level id member (`"id"`, or the provider's own name for it) and type member
+/// (`"type"`, or the provider's own name) of a JSON object body.
 struct BodyFields<'a> {
     id: Field<'a>,
     kind: Field<'a>,
 }
 
 impl<'a> BodyFields<'a> {
-    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id
-    /// from member `id_member`.
-    fn read(scratch: &'a mut [u8], id_member: &str) -> Result<BodyFields<'a>, SchemaReject> {
+    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id and
+    /// the type from the members named by `(id_member, type_member)`.
+    fn read(
+        scratch: &'a mut [u8],
+        (id_member, type_member): (&str, &str),
+    ) -> Result<BodyFields<'a>, SchemaReject> {
         let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
         let object = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
         let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
@@ -210,7 +216,7 @@ impl<'a> BodyFields<'a> {
             let text = value.into_string().map_or(Field::NotText, Field::Text);
             if key == id_member {
                 fields.id = fields.id.and(text);
-            } else if key == "type" {
+            } else if key == type_member {
                 fields.kind = fields.kind.and(text);
             }
         }
@@ -221,7 +227,7 @@ impl<'a> BodyFields<'a> {
 /// The event id from where `provider` puts it, checked (R8, R13).
 fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
     let field = match provider {
-        Provider::Stripe | Provider::Slack => body_id,
+        Provider::Stripe | Provider::Slack | Provider::Typeform => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -245,7 +251,11 @@ fn event_type(
     body_type: Field<'_>,
 ) -> Result<Option<String>, SchemaReject> {
     let field = match source.provider {
-        Provider::Stripe | Provider::Slack | Provider::Standard | Provider::Svix => body_type,
+        Provider::Stripe
+        | Provider::Slack
+        | Provider::Standard
+        | Provider::Svix
+        | Provider::Typeform => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
@@ -625,6 +635,16 @@ mod tests {
         ];
         for (body, expect) in slack {
             check(Provider::Slack, None, &[], body, *expect);
+        }
+        let typeform: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"event_id":"01H","event_type":"form_response","form_response":{}}"#,
+                Ok(("01H", Some("form_response"))),
+            ),
+            (br#"{"id":"01H","type":"form_response"}"#, Err(SchemaReject::NoEventId)),
+        ];
+        for (body, expect) in typeform {
+            check(Provider::Typeform, None, &[], body, *expect);
         }
         for (provider, headers, expect) in cases {
             check(*provider, None, headers, body, *expect);

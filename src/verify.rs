@@ -443,6 +443,9 @@ mod tests {
     /// One row of a table: name, headers, body, now, expected outcome.
     type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8], i64, Outcome);
 
+    /// A row with one owned header: name, header, body, expected outcome.
+    type OneHeaderRow<'a> = (&'a str, [(&'a str, String); 1], &'a [u8], Outcome);
+
     /// Verifies every row against a source of `provider` holding `keys`.
     fn check(provider: Provider, keys: &[Key<'_>], rows: &[Row<'_>]) {
         let source = source(provider, keys);
@@ -770,8 +773,7 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD.encode(tag.as_ref());
         let hex = hex::encode(tag.as_ref());
         let sig = |v: &str| [("x-shopify-hmac-sha256", v.to_owned())];
-        type ShopifyRow<'a> = (&'a str, [(&'a str, String); 1], &'a [u8], Outcome);
-        let rows: &[ShopifyRow<'_>] = &[
+        let rows: &[OneHeaderRow<'_>] = &[
             ("valid", sig(&b64), body, ok(0, None)),
             ("tampered body", sig(&b64), b"{}", INVALID),
             ("hex is not Shopify's encoding", sig(&hex), body, MISSING),
@@ -887,5 +889,31 @@ mod tests {
                 ("lead = future_skew", &good, BODY, t - SKEW_S, fresh),
             ],
         );
+    }
+
+    /// Typeform: `sha256=` + base64 HMAC-SHA256 over the body; no timestamp.
+    #[test]
+    fn typeform() {
+        const SECRET: &str = "hookwall typeform secret";
+        let body: &[u8] = br#"{"event_id":"01H8","event_type":"form_response"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+        let tag = ring::hmac::sign(&key, body);
+        let good = format!("sha256={}", base64::engine::general_purpose::STANDARD.encode(tag));
+        let hex = format!("sha256={}", hex::encode(tag));
+        let bare = good.trim_start_matches("sha256=").to_owned();
+        let sig = |v: &str| [("typeform-signature", v.to_owned())];
+        let source = source(Provider::Typeform, &[("old", None, None), (SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 5] = [
+            ("valid, second key", sig(&good), body, ok(1, None)),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("hex is not Typeform's encoding", sig(&hex), body, MISSING),
+            ("no sha256= prefix", sig(&bare), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&source, &request(&h, body), NOW), *expect, "typeform: {name}");
+            assert_eq!(verify(&source, &request(&h, body), 0), *expect, "never stale: {name}");
+        }
     }
 }

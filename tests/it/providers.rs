@@ -51,6 +51,16 @@ fn shopify_a() -> Source {
     }
 }
 
+/// `typeform-a`: Typeform, one key.
+fn typeform_a() -> Source {
+    Source {
+        id: "typeform-a",
+        tenant: "acme",
+        provider: Provider::Typeform,
+        secrets: vec![("k1", sign::TYPEFORM_SECRET)],
+    }
+}
+
 /// `gitlab-a`: GitLab, one token.
 fn gitlab_a() -> Source {
     Source {
@@ -85,6 +95,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Standard | Provider::StandardV1a => "webhook-signature",
         Provider::Svix => "svix-signature",
         Provider::Shopify => "x-shopify-hmac-sha256",
+        Provider::Typeform => "typeform-signature",
         Provider::Gitlab => "x-gitlab-token",
     }
 }
@@ -149,10 +160,11 @@ fn round(f: &Fixture, source: &Source) {
 }
 
 on_both_io! {
-    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify and GitLab through the running
-    /// server.
+    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Typeform and GitLab through the
+    /// running server.
     fn providers_accepted_then_duplicate(io: Io) {
-        let sources = [slack_a(), standard_v1a(), svix_a(), shopify_a(), gitlab_a()];
+        let sources =
+            [slack_a(), standard_v1a(), svix_a(), shopify_a(), typeform_a(), gitlab_a()];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());
         });

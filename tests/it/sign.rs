@@ -30,6 +30,8 @@ pub const SVIX_SECRET: &str = "whsec_aG9va3dhbGwtc3ZpeC1pdC1zZWNyZXQ=";
 pub const SLACK_SECRET: &str = "hookwall0it0slack0signing0secret";
 /// Shopify client secret of source `shopify-a` (used as written).
 pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
+/// Typeform webhook secret of source `typeform-a` (used as written).
+pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 
@@ -50,6 +52,8 @@ pub enum Provider {
     Svix,
     /// `X-Shopify-Hmac-Sha256` (base64); id in `X-Shopify-Event-Id`, type `X-Shopify-Topic`.
     Shopify,
+    /// `Typeform-Signature: sha256=…` (base64); id body `event_id`, type body `event_type`.
+    Typeform,
     /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
     Gitlab,
 }
@@ -64,6 +68,7 @@ impl Provider {
             Provider::Slack => "slack",
             Provider::Svix => "svix",
             Provider::Shopify => "shopify",
+            Provider::Typeform => "typeform",
             Provider::Gitlab => "gitlab",
         }
     }
@@ -165,6 +170,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"type":"event_callback","event_id":"{id}","event":{{"type":"message","text":"{note}"}}}}"#
         ),
         Provider::Shopify => format!(r#"{{"id":820982911946154508,"note":"{note}"}}"#),
+        Provider::Typeform => format!(
+            r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
+        ),
         Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
     };
     text.into_bytes()
@@ -215,6 +223,11 @@ pub fn headers(
             h.push(("X-Shopify-Webhook-Id".to_owned(), format!("wh-{id}-{t}")));
             h.push(("X-Shopify-Topic".to_owned(), "orders/create".to_owned()));
             h.push(("X-Shopify-Triggered-At".to_owned(), t.to_string()));
+        }
+        Provider::Typeform => {
+            let mac = hmac_sha256(secret.as_bytes(), &[body]);
+            let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
+            h.push(("Typeform-Signature".to_owned(), format!("sha256={b64}")));
         }
         Provider::Gitlab => {
             h.push(("X-Gitlab-Token".to_owned(), secret.to_owned()));

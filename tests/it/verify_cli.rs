@@ -95,6 +95,7 @@ fn verify_cli_new_providers() {
         (Provider::Slack, sign::SLACK_SECRET, sign::WRONG_SECRET),
         (Provider::Svix, sign::SVIX_SECRET, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
         (Provider::Shopify, sign::SHOPIFY_SECRET, sign::WRONG_SECRET),
+        (Provider::Typeform, sign::TYPEFORM_SECRET, sign::WRONG_SECRET),
         (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
     ];
     for (provider, secret, wrong) in cases {

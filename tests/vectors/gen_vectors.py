@@ -36,6 +36,8 @@ Signing code used (read in the installed package sources):
 * shopify: Shopify ships no Python verifier; the cases follow the Python example of Shopify's
   "Verify the webhook" docs (``base64.b64encode(hmac.new(secret.encode(), body,
   hashlib.sha256).digest())``), computed here with Python's ``hmac`` (independent of ring).
+* typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
+  (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
@@ -308,6 +310,26 @@ def shopify_cases():
     return cases
 
 
+def typeform_cases():
+    """Typeform cases per Typeform's documented computation."""
+    inputs = [
+        ("form_response", "hookwall-typeform-secret",
+         '{"event_id":"01HXYZ0TYPEFORM0EVENT","event_type":"form_response",'
+         '"form_response":{"form_id":"lT4Z3j","answers":[{"type":"text","text":"Zo\u00eb"}]}}'),
+        ("escaped JSON as sent", "typeform secret with spaces",
+         '{"event_id":"01HESCAPED","event_type":"form_response","form_response":'
+         '{"hidden":{"url":"https:\\/\\/x.test\\/?a=1\\u0026b=2"}}}'),
+        ("trailing CRLF", "typeform-crlf", '{"event_id":"01HCRLF","event_type":"form_response"}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+        cases.append(case("typeform", name, secret, 1700000000, body, {
+            "Typeform-Signature": "sha256=" + base64.b64encode(digest).decode(),
+        }))
+    return cases
+
+
 def gitlab_cases():
     """GitLab cases: the token is sent as configured; nothing binds the body."""
     return [case("gitlab", "push hook", "hookwall-gitlab-token", 1700000000,
@@ -344,7 +366,7 @@ def main():
         "generated_by": "tests/vectors/gen_vectors.py",
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
-        + slack_cases() + shopify_cases() + gitlab_cases(),
+        + slack_cases() + shopify_cases() + typeform_cases() + gitlab_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
