@@ -11,6 +11,7 @@
 //! | `shopify` | header `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` | header `X-Shopify-Topic` |
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
 //! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
+//! | `paddle` | body `"event_id"` (`evt_…`) | body `"event_type"` |
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //!
@@ -36,7 +37,7 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, gitlab, shopify, slack, standard, svix, typeform, Provider};
+use crate::provider::{github, gitlab, paddle, shopify, slack, standard, svix, typeform, Provider};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +103,7 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
     let members = match source.provider {
         Provider::Slack => (slack::EVENT_ID_MEMBER, "type"),
         Provider::Typeform => (typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
+        Provider::Paddle => (paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
         _ => ("id", "type"),
     };
     let body = BodyFields::read(&mut scratch, members)?;
@@ -130,6 +132,7 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Shopify
         | Provider::Standard
         | Provider::Svix
+        | Provider::Paddle
         | Provider::Typeform
         | Provider::Gitlab => Ok(req.body.to_vec()),
     }
@@ -227,7 +230,7 @@ impl<'a> BodyFields<'a> {
 /// The event id from where `provider` puts it, checked (R8, R13).
 fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
     let field = match provider {
-        Provider::Stripe | Provider::Slack | Provider::Typeform => body_id,
+        Provider::Stripe | Provider::Slack | Provider::Paddle | Provider::Typeform => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -255,6 +258,7 @@ fn event_type(
         | Provider::Slack
         | Provider::Standard
         | Provider::Svix
+        | Provider::Paddle
         | Provider::Typeform => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),

@@ -916,4 +916,41 @@ mod tests {
             assert_eq!(verify(&source, &request(&h, body), 0), *expect, "never stale: {name}");
         }
     }
+
+    /// Paddle: `ts=…;h1=…[;h1=…]` over `"{ts}:{body}"`; several `h1` while rotating; the
+    /// default tolerance is Paddle's 5 s.
+    #[test]
+    fn paddle() {
+        const SECRET: &str = "pdl_ntfset_01hookwall_test_secret";
+        let body: &[u8] = br#"{"event_id":"evt_01","event_type":"transaction.completed"}"#;
+        let h1 = |secret: &str, ts: &str| {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+            hex::encode(ring::hmac::sign(&key, &[ts.as_bytes(), b":", body].concat()))
+        };
+        let t = NOW.to_string();
+        let good = format!("ts={t};h1={}", h1(SECRET, &t));
+        let rotating = format!("ts={t};h1={};h1={}", h1("pdl_ntfset_old", &t), h1(SECRET, &t));
+        let unknown = format!("ts={t};h2={};h1={}", h1(SECRET, &t), h1(SECRET, &t));
+        let moved = format!("ts={};h1={}", NOW + 1, h1(SECRET, &t));
+        let no_h1 = format!("ts={t};h2={}", h1(SECRET, &t));
+        let two_ts = format!("ts={t};ts={t};h1={}", h1(SECRET, &t));
+        let sig = |v: &str| [("paddle-signature", v.to_owned())];
+        let src = source(Provider::Paddle, &[(SECRET, None, None)]);
+        let fresh = ok(0, Some(NOW));
+        let rows: [OneHeaderRow<'_>; 8] = [
+            ("valid", sig(&good), body, fresh),
+            ("second h1 matches", sig(&rotating), body, fresh),
+            ("unknown key ignored", sig(&unknown), body, fresh),
+            ("ts is signed", sig(&moved), body, INVALID),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("no h1", sig(&no_h1), body, MISSING),
+            ("ts repeated", sig(&two_ts), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "paddle: {name}");
+        }
+        assert_eq!(Provider::Paddle.default_tolerance(), Duration::from_secs(5));
+    }
 }

@@ -30,6 +30,8 @@ pub const SVIX_SECRET: &str = "whsec_aG9va3dhbGwtc3ZpeC1pdC1zZWNyZXQ=";
 pub const SLACK_SECRET: &str = "hookwall0it0slack0signing0secret";
 /// Shopify client secret of source `shopify-a` (used as written).
 pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
+/// Paddle notification secret key of source `paddle-a` (used as written).
+pub const PADDLE_SECRET: &str = "pdl_ntfset_01hookwall_it_secret";
 /// Typeform webhook secret of source `typeform-a` (used as written).
 pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
 /// GitLab secret token of source `gitlab-a`.
@@ -52,6 +54,8 @@ pub enum Provider {
     Svix,
     /// `X-Shopify-Hmac-Sha256` (base64); id in `X-Shopify-Event-Id`, type `X-Shopify-Topic`.
     Shopify,
+    /// `Paddle-Signature: ts=…;h1=…`; id body `event_id`, type body `event_type`.
+    Paddle,
     /// `Typeform-Signature: sha256=…` (base64); id body `event_id`, type body `event_type`.
     Typeform,
     /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
@@ -68,6 +72,7 @@ impl Provider {
             Provider::Slack => "slack",
             Provider::Svix => "svix",
             Provider::Shopify => "shopify",
+            Provider::Paddle => "paddle",
             Provider::Typeform => "typeform",
             Provider::Gitlab => "gitlab",
         }
@@ -170,6 +175,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"type":"event_callback","event_id":"{id}","event":{{"type":"message","text":"{note}"}}}}"#
         ),
         Provider::Shopify => format!(r#"{{"id":820982911946154508,"note":"{note}"}}"#),
+        Provider::Paddle => format!(
+            r#"{{"event_id":"{id}","event_type":"transaction.completed","data":{{"note":"{note}"}}}}"#
+        ),
         Provider::Typeform => format!(
             r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
         ),
@@ -223,6 +231,10 @@ pub fn headers(
             h.push(("X-Shopify-Webhook-Id".to_owned(), format!("wh-{id}-{t}")));
             h.push(("X-Shopify-Topic".to_owned(), "orders/create".to_owned()));
             h.push(("X-Shopify-Triggered-At".to_owned(), t.to_string()));
+        }
+        Provider::Paddle => {
+            let mac = hmac_sha256(secret.as_bytes(), &[t.to_string().as_bytes(), b":", body]);
+            h.push(("Paddle-Signature".to_owned(), format!("ts={t};h1={}", hex::encode(mac))));
         }
         Provider::Typeform => {
             let mac = hmac_sha256(secret.as_bytes(), &[body]);

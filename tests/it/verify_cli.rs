@@ -95,6 +95,7 @@ fn verify_cli_new_providers() {
         (Provider::Slack, sign::SLACK_SECRET, sign::WRONG_SECRET),
         (Provider::Svix, sign::SVIX_SECRET, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
         (Provider::Shopify, sign::SHOPIFY_SECRET, sign::WRONG_SECRET),
+        (Provider::Paddle, sign::PADDLE_SECRET, sign::WRONG_SECRET),
         (Provider::Typeform, sign::TYPEFORM_SECRET, sign::WRONG_SECRET),
         (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
     ];
@@ -111,7 +112,9 @@ fn verify_cli_new_providers() {
         } else {
             check_signed(provider, (secret, secret), (&body, &changed), T_CLI, invalid);
         }
-        if matches!(provider, Provider::StandardV1a | Provider::Slack | Provider::Svix) {
+        let timestamped =
+            [Provider::StandardV1a, Provider::Slack, Provider::Svix, Provider::Paddle];
+        if timestamped.contains(&provider) {
             check_signed(provider, (secret, secret), (&body, &body), T_CLI + 301, (1, "stale"));
             check_signed(provider, (secret, secret), (&body, &body), T_CLI - 61, (1, "stale"));
         }

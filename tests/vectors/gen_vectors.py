@@ -36,6 +36,10 @@ Signing code used (read in the installed package sources):
 * shopify: Shopify ships no Python verifier; the cases follow the Python example of Shopify's
   "Verify the webhook" docs (``base64.b64encode(hmac.new(secret.encode(), body,
   hashlib.sha256).digest())``), computed here with Python's ``hmac`` (independent of ring).
+* paddle-python-sdk (1.16.1, paddle_billing/Notifications/PaddleSignature.py): the header is
+  ``ts={t};h1={PaddleSignature.calculate_hmac(secret, f"{t}:{body}").hexdigest()}``, each
+  checked with ``PaddleSignature().verify(header, body, Secret(secret))``; one case carries
+  two ``h1`` (rotation), the second from the source's secret.
 * typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
   (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
@@ -65,6 +69,7 @@ import nacl.signing
 import standardwebhooks
 import stripe
 import svix.webhooks
+from paddle_billing.Notifications import PaddleSignature, Secret
 from slack_sdk.signature import SignatureVerifier
 from standardwebhooks.webhooks import Webhook
 
@@ -310,6 +315,36 @@ def shopify_cases():
     return cases
 
 
+def paddle_cases():
+    """Paddle Billing cases signed with the SDK's HMAC helper and checked by its verifier."""
+    inputs = [
+        ("transaction.completed", "pdl_ntfset_01hookwallexample_not_a_real_secret",
+         1671552777,
+         '{"event_id":"evt_01gks14ge726w50ce2rdje9rxv","event_type":"transaction.completed",'
+         '"occurred_at":"2023-01-13T12:30:00Z","notification_id":"ntf_01gks14gpcfyxpg8r1m7xvdw54",'
+         '"data":{"id":"txn_01","status":"completed"}}'),
+        ("escaped JSON as sent", "pdl_ntfset_hookwall_escaped", 1700000000,
+         '{"event_id":"evt_escaped","event_type":"customer.updated","data":'
+         '{"name":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", "pdl_ntfset_hookwall_crlf", 1735689600,
+         '{"event_id":"evt_crlf","event_type":"customer.created"}\r\n'),
+    ]
+    cases = []
+    for name, secret, t, body in inputs:
+        h1 = PaddleSignature.calculate_hmac(secret, f"{t}:{body}".encode()).hexdigest()
+        header = f"ts={t};h1={h1}"
+        assert PaddleSignature().verify(header, body, Secret(secret))
+        cases.append(case("paddle", name, secret, t, body, {"Paddle-Signature": header}))
+    old, new, t = "pdl_ntfset_hookwall_old", "pdl_ntfset_hookwall_new", 1714000000
+    body = '{"event_id":"evt_rotated","event_type":"subscription.updated"}'
+    hashes = [PaddleSignature.calculate_hmac(s, f"{t}:{body}".encode()).hexdigest() for s in (old, new)]
+    header = f"ts={t};h1={hashes[0]};h1={hashes[1]}"
+    assert PaddleSignature().verify(header, body, Secret(new))
+    cases.append(case("paddle", "two h1 while rotating, second matches", new, t, body,
+                      {"Paddle-Signature": header}))
+    return cases
+
+
 def typeform_cases():
     """Typeform cases per Typeform's documented computation."""
     inputs = [
@@ -360,13 +395,14 @@ def case(provider, name, secret, timestamp, body, headers):
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
-    for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk"):
+    for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
+                    "paddle-python-sdk"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
-        + slack_cases() + shopify_cases() + typeform_cases() + gitlab_cases(),
+        + slack_cases() + shopify_cases() + paddle_cases() + typeform_cases() + gitlab_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
