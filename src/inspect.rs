@@ -12,6 +12,7 @@
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
 //! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
 //! | `paddle` | body `"event_id"` (`evt_…`) | body `"event_type"` |
+//! | `twitch` | header `Twitch-Eventsub-Message-Id` (signed) | header `Twitch-Eventsub-Subscription-Type` |
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //!
@@ -37,7 +38,9 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, gitlab, paddle, shopify, slack, standard, svix, typeform, Provider};
+use crate::provider::{
+    github, gitlab, paddle, shopify, slack, standard, svix, twitch, typeform, Provider,
+};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +136,7 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Standard
         | Provider::Svix
         | Provider::Paddle
+        | Provider::Twitch
         | Provider::Typeform
         | Provider::Gitlab => Ok(req.body.to_vec()),
     }
@@ -234,6 +238,7 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
+        Provider::Twitch => Field::header(req, twitch::ID_HEADER),
         Provider::Shopify => Field::header(req, shopify::EVENT_ID_HEADER)
             .or_else(|| Field::header(req, shopify::WEBHOOK_ID_HEADER)),
         Provider::Gitlab => Field::header(req, gitlab::IDEMPOTENCY_HEADER)
@@ -263,6 +268,7 @@ fn event_type(
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
+        Provider::Twitch => Field::header(req, twitch::SUBSCRIPTION_TYPE_HEADER),
     };
     let kind = match field {
         Field::Absent => None,

@@ -953,4 +953,48 @@ mod tests {
         }
         assert_eq!(Provider::Paddle.default_tolerance(), Duration::from_secs(5));
     }
+
+    /// Twitch EventSub: `sha256=` hex over `{id}{timestamp}{body}` with an RFC 3339 timestamp;
+    /// Twitch's own 10-minute window is the default tolerance.
+    #[test]
+    fn twitch() {
+        const SECRET: &str = "hookwall twitch secret 0123";
+        const ID: &str = "e76c6bd4-55c9-4987-8304-da1588d8988b";
+        const TS: &str = "2021-02-25T15:02:10.123456789Z"; // = NOW (1614265330) + 0.12 s
+        let body: &[u8] = br#"{"subscription":{"type":"channel.follow"},"event":{}}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+        let mac = |id: &str, ts: &str| {
+            hex::encode(ring::hmac::sign(&key, &[id.as_bytes(), ts.as_bytes(), body].concat()))
+        };
+        let good_sig = format!("sha256={}", mac(ID, TS));
+        let headers = |id: &'static str, ts: &'static str, sig: &str| {
+            [
+                ("twitch-eventsub-message-id", id.to_owned()),
+                ("twitch-eventsub-message-timestamp", ts.to_owned()),
+                ("twitch-eventsub-message-signature", sig.to_owned()),
+            ]
+        };
+        let src = source(Provider::Twitch, &[(SECRET, None, None)]);
+        let run = |h: &[(&str, String)], body: &[u8], now: i64| {
+            let h: Vec<(&str, &str)> = h.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            verify(&src, &request(&h, body), now)
+        };
+        let fresh = ok(0, Some(NOW));
+        let good = headers(ID, TS, &good_sig);
+        assert_eq!(run(&good, body, NOW), fresh, "valid");
+        assert_eq!(run(&good, b"{}", NOW), INVALID, "tampered body");
+        assert_eq!(run(&headers("other-id", TS, &good_sig), body, NOW), INVALID, "id is signed");
+        let other_ts = "2021-02-25T15:02:10.123456788Z";
+        assert_eq!(run(&headers(ID, other_ts, &good_sig), body, NOW), INVALID, "ts is signed");
+        let offset = "2021-02-25T16:02:10.123456789+01:00";
+        assert_eq!(run(&headers(ID, offset, &good_sig), body, NOW), MISSING, "UTC Z only");
+        let unix = "1614265330";
+        assert_eq!(run(&headers(ID, unix, &good_sig), body, NOW), MISSING, "not RFC 3339");
+        let bare = mac(ID, TS);
+        assert_eq!(run(&headers(ID, TS, &bare), body, NOW), MISSING, "no sha256= prefix");
+        assert_eq!(run(&headers("", TS, &good_sig), body, NOW), MISSING, "empty id");
+        assert_eq!(run(&good, body, NOW + TOLERANCE_S + 1), STALE, "source tolerance");
+        assert_eq!(run(&good, body, NOW - SKEW_S - 1), STALE, "too far ahead");
+        assert_eq!(Provider::Twitch.default_tolerance(), Duration::from_secs(600));
+    }
 }

@@ -61,6 +61,16 @@ fn paddle_a() -> Source {
     }
 }
 
+/// `twitch-a`: Twitch EventSub, one key.
+fn twitch_a() -> Source {
+    Source {
+        id: "twitch-a",
+        tenant: "acme",
+        provider: Provider::Twitch,
+        secrets: vec![("k1", sign::TWITCH_SECRET)],
+    }
+}
+
 /// `typeform-a`: Typeform, one key.
 fn typeform_a() -> Source {
     Source {
@@ -106,6 +116,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Svix => "svix-signature",
         Provider::Shopify => "x-shopify-hmac-sha256",
         Provider::Paddle => "paddle-signature",
+        Provider::Twitch => "twitch-eventsub-message-signature",
         Provider::Typeform => "typeform-signature",
         Provider::Gitlab => "x-gitlab-token",
     }
@@ -163,22 +174,37 @@ fn round(f: &Fixture, source: &Source) {
         &format!("{what}: unsigned"),
     );
 
-    let timestamped = [Provider::StandardV1a, Provider::Slack, Provider::Svix, Provider::Paddle];
+    let timestamped = [
+        Provider::StandardV1a,
+        Provider::Slack,
+        Provider::Svix,
+        Provider::Paddle,
+        Provider::Twitch,
+    ];
     if timestamped.contains(&source.provider) {
         let now = sign::now_unix_s();
-        let stale = f.hw.deliver_at(source, &other, &body, now - 400);
-        expect(&stale, 401, "stale", &format!("{what}: 400 s old"));
+        // Past every default tolerance (Twitch's is 600 s).
+        let stale = f.hw.deliver_at(source, &other, &body, now - 700);
+        expect(&stale, 401, "stale", &format!("{what}: 700 s old"));
         let ahead = f.hw.deliver_at(source, &other, &body, now + 400);
         expect(&ahead, 401, "stale", &format!("{what}: 400 s ahead"));
     }
 }
 
 on_both_io! {
-    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Typeform and GitLab
-    /// through the running server.
+    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform and
+    /// GitLab through the running server.
     fn providers_accepted_then_duplicate(io: Io) {
-        let sources =
-            [slack_a(), standard_v1a(), svix_a(), shopify_a(), paddle_a(), typeform_a(), gitlab_a()];
+        let sources = [
+            slack_a(),
+            standard_v1a(),
+            svix_a(),
+            shopify_a(),
+            paddle_a(),
+            twitch_a(),
+            typeform_a(),
+            gitlab_a(),
+        ];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());
         });
@@ -198,6 +224,7 @@ on_both_io! {
         assert!(verification.contains("k-sym"), "matched key k-sym: {verification:?}");
 
         slack_url_verification(&f);
+        twitch_callback_verification(&f);
 
         f.flush_with_marker();
         for source in &sources {
@@ -243,4 +270,28 @@ fn slack_url_verification(f: &Fixture) {
         recorded.iter().all(|r| !r.body.windows(16).any(|w| w == b"url_verification")),
         "a handshake is never forwarded"
     );
+}
+
+/// Twitch's `webhook_callback_verification`: the raw challenge as `text/plain`, only when
+/// authentic; never admitted.
+fn twitch_callback_verification(f: &Fixture) {
+    let source = twitch_a();
+    let body: &[u8] =
+        br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow"}}"#;
+    let id = sign::unique_id("twitch_handshake");
+    let now = sign::now_unix_s();
+    let kind = ("Twitch-Eventsub-Message-Type", "webhook_callback_verification");
+    let mut headers = sign::headers(Provider::Twitch, sign::TWITCH_SECRET, &id, now, body);
+    sign::set_header(&mut headers, kind.0, kind.1);
+    let r = f.hw.post(source.id, &headers, body);
+    assert_eq!(r.status, 200, "handshake: {r}");
+    assert_eq!(r.header("content-type"), Some("text/plain"), "handshake: {r}");
+    assert_eq!(r.body, b"pogchamp-kappa-360noscope-vohiyo", "the raw challenge");
+    let mut forged = sign::headers(Provider::Twitch, sign::WRONG_SECRET, &id, now, body);
+    sign::set_header(&mut forged, kind.0, kind.1);
+    expect(&f.hw.post(source.id, &forged, body), 401, "signature_invalid", "forged handshake");
+    let labels = [("source", "twitch-a"), ("provider", "twitch"), ("status", "challenge")];
+    let name = "hookwall_ingress_requests_total";
+    crate::metrics::wait_for_sample(&f.hw, name, &labels, 1.0, FORWARD_TIMEOUT);
+    assert!(f.sink.for_key(&source.key(&id)).is_empty(), "a handshake is never forwarded");
 }

@@ -32,6 +32,8 @@ pub const SLACK_SECRET: &str = "hookwall0it0slack0signing0secret";
 pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
 /// Paddle notification secret key of source `paddle-a` (used as written).
 pub const PADDLE_SECRET: &str = "pdl_ntfset_01hookwall_it_secret";
+/// Twitch EventSub secret of source `twitch-a` (used as written).
+pub const TWITCH_SECRET: &str = "hookwall-it-twitch-secret";
 /// Typeform webhook secret of source `typeform-a` (used as written).
 pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
 /// GitLab secret token of source `gitlab-a`.
@@ -56,6 +58,8 @@ pub enum Provider {
     Shopify,
     /// `Paddle-Signature: ts=…;h1=…`; id body `event_id`, type body `event_type`.
     Paddle,
+    /// Twitch EventSub (`Twitch-Eventsub-Message-*`); id the message id.
+    Twitch,
     /// `Typeform-Signature: sha256=…` (base64); id body `event_id`, type body `event_type`.
     Typeform,
     /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
@@ -73,6 +77,7 @@ impl Provider {
             Provider::Svix => "svix",
             Provider::Shopify => "shopify",
             Provider::Paddle => "paddle",
+            Provider::Twitch => "twitch",
             Provider::Typeform => "typeform",
             Provider::Gitlab => "gitlab",
         }
@@ -178,6 +183,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Paddle => format!(
             r#"{{"event_id":"{id}","event_type":"transaction.completed","data":{{"note":"{note}"}}}}"#
         ),
+        Provider::Twitch => {
+            format!(r#"{{"subscription":{{"type":"channel.follow"}},"event":{{"note":"{note}"}}}}"#)
+        }
         Provider::Typeform => format!(
             r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
         ),
@@ -235,6 +243,18 @@ pub fn headers(
         Provider::Paddle => {
             let mac = hmac_sha256(secret.as_bytes(), &[t.to_string().as_bytes(), b":", body]);
             h.push(("Paddle-Signature".to_owned(), format!("ts={t};h1={}", hex::encode(mac))));
+        }
+        Provider::Twitch => {
+            let at = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(t).expect("t after 1970"));
+            let ts = humantime::format_rfc3339_nanos(at).to_string();
+            let mac = hmac_sha256(secret.as_bytes(), &[id.as_bytes(), ts.as_bytes(), body]);
+            let sig = format!("sha256={}", hex::encode(mac));
+            h.push(("Twitch-Eventsub-Message-Id".to_owned(), id.to_owned()));
+            h.push(("Twitch-Eventsub-Message-Timestamp".to_owned(), ts));
+            h.push(("Twitch-Eventsub-Message-Signature".to_owned(), sig));
+            h.push(("Twitch-Eventsub-Message-Type".to_owned(), "notification".to_owned()));
+            h.push(("Twitch-Eventsub-Subscription-Type".to_owned(), "channel.follow".to_owned()));
         }
         Provider::Typeform => {
             let mac = hmac_sha256(secret.as_bytes(), &[body]);

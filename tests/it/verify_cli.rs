@@ -96,6 +96,7 @@ fn verify_cli_new_providers() {
         (Provider::Svix, sign::SVIX_SECRET, "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
         (Provider::Shopify, sign::SHOPIFY_SECRET, sign::WRONG_SECRET),
         (Provider::Paddle, sign::PADDLE_SECRET, sign::WRONG_SECRET),
+        (Provider::Twitch, sign::TWITCH_SECRET, sign::WRONG_SECRET),
         (Provider::Typeform, sign::TYPEFORM_SECRET, sign::WRONG_SECRET),
         (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
     ];
@@ -112,10 +113,24 @@ fn verify_cli_new_providers() {
         } else {
             check_signed(provider, (secret, secret), (&body, &changed), T_CLI, invalid);
         }
-        let timestamped =
-            [Provider::StandardV1a, Provider::Slack, Provider::Svix, Provider::Paddle];
+        let timestamped = [
+            Provider::StandardV1a,
+            Provider::Slack,
+            Provider::Svix,
+            Provider::Paddle,
+            Provider::Twitch,
+        ];
         if timestamped.contains(&provider) {
-            check_signed(provider, (secret, secret), (&body, &body), T_CLI + 301, (1, "stale"));
+            // At, then one second past, the provider's default tolerance (`hookwall verify`
+            // uses it).
+            let tolerance_s = match provider {
+                Provider::Paddle => 5,
+                Provider::Twitch => 600,
+                _ => 300,
+            };
+            let late = T_CLI + tolerance_s;
+            check_signed(provider, (secret, secret), (&body, &body), late, (0, "authentic"));
+            check_signed(provider, (secret, secret), (&body, &body), late + 1, (1, "stale"));
             check_signed(provider, (secret, secret), (&body, &body), T_CLI - 61, (1, "stale"));
         }
     }

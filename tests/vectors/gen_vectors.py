@@ -40,6 +40,9 @@ Signing code used (read in the installed package sources):
   ``ts={t};h1={PaddleSignature.calculate_hmac(secret, f"{t}:{body}").hexdigest()}``, each
   checked with ``PaddleSignature().verify(header, body, Secret(secret))``; one case carries
   two ``h1`` (rotation), the second from the source's secret.
+* twitch: Twitch ships no Python verifier; the cases follow "Handling webhook events"
+  (``"sha256=" + hex(HMAC-SHA256(secret, message_id + timestamp + body))``, RFC 3339
+  timestamps with nanoseconds), computed with Python's ``hmac``.
 * typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
   (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
@@ -345,6 +348,34 @@ def paddle_cases():
     return cases
 
 
+def twitch_cases():
+    """Twitch EventSub cases per Twitch's documented computation."""
+    inputs = [
+        ("channel.follow notification", "hookwall-twitch-secret-0123",
+         "befa7b53-d79d-478f-86b9-120f112b044e", 1573899072, "634234626",
+         '{"subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","type":"channel.follow"},'
+         '"event":{"user_login":"cool_user","broadcaster_user_login":"cooler_user"}}'),
+        ("escaped JSON as sent", "hookwall-twitch-escaped", "msg-escaped", 1700000000, "5",
+         '{"subscription":{"type":"channel.update"},"event":{"title":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", "hookwall-twitch-crlf", "msg-crlf", 1735689600, "000000001",
+         '{"subscription":{"type":"stream.online"},"event":{}}\r\n'),
+    ]
+    cases = []
+    for name, secret, msg_id, t, fraction, body in inputs:
+        stamp = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        ts = f"{stamp}.{fraction}Z"
+        mac = hmac.new(secret.encode(), (msg_id + ts + body).encode(), hashlib.sha256).hexdigest()
+        subscription = json.loads(body)["subscription"]["type"]
+        cases.append(case("twitch", name, secret, t, body, {
+            "Twitch-Eventsub-Message-Id": msg_id,
+            "Twitch-Eventsub-Message-Timestamp": ts,
+            "Twitch-Eventsub-Message-Signature": "sha256=" + mac,
+            "Twitch-Eventsub-Message-Type": "notification",
+            "Twitch-Eventsub-Subscription-Type": subscription,
+        }))
+    return cases
+
+
 def typeform_cases():
     """Typeform cases per Typeform's documented computation."""
     inputs = [
@@ -402,7 +433,8 @@ def main():
         "generated_by": "tests/vectors/gen_vectors.py",
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
-        + slack_cases() + shopify_cases() + paddle_cases() + typeform_cases() + gitlab_cases(),
+        + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
+        + gitlab_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
