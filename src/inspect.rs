@@ -14,6 +14,7 @@
 //! | `paddle` | body `"event_id"` (`evt_…`) | body `"event_type"` |
 //! | `twitch` | header `Twitch-Eventsub-Message-Id` (signed) | header `Twitch-Eventsub-Subscription-Type` |
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
+//! | `segment` | body `"messageId"` | body `"type"` (`track`, `identify`, …) |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
@@ -39,7 +40,7 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    github, gitlab, paddle, shopify, slack, standard, svix, twitch, typeform, Provider,
+    github, gitlab, paddle, segment, shopify, slack, standard, svix, twitch, typeform, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -107,6 +108,7 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         Provider::Slack => (slack::EVENT_ID_MEMBER, "type"),
         Provider::Typeform => (typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
         Provider::Paddle => (paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
+        Provider::Segment => (segment::EVENT_ID_MEMBER, "type"),
         _ => ("id", "type"),
     };
     let body = BodyFields::read(&mut scratch, members)?;
@@ -138,7 +140,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Paddle
         | Provider::Twitch
         | Provider::Typeform
-        | Provider::Gitlab => Ok(req.body.to_vec()),
+        | Provider::Gitlab
+        | Provider::Segment => Ok(req.body.to_vec()),
     }
 }
 
@@ -234,7 +237,11 @@ impl<'a> BodyFields<'a> {
 /// The event id from where `provider` puts it, checked (R8, R13).
 fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
     let field = match provider {
-        Provider::Stripe | Provider::Slack | Provider::Paddle | Provider::Typeform => body_id,
+        Provider::Stripe
+        | Provider::Slack
+        | Provider::Paddle
+        | Provider::Typeform
+        | Provider::Segment => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -264,7 +271,8 @@ fn event_type(
         | Provider::Standard
         | Provider::Svix
         | Provider::Paddle
-        | Provider::Typeform => body_type,
+        | Provider::Typeform
+        | Provider::Segment => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),

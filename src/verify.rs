@@ -997,4 +997,34 @@ mod tests {
         assert_eq!(run(&good, body, NOW - SKEW_S - 1), STALE, "too far ahead");
         assert_eq!(Provider::Twitch.default_tolerance(), Duration::from_secs(600));
     }
+
+    /// Segment: hex HMAC-SHA1 over the body (a 20-byte tag; a SHA-256-length tag is refused).
+    #[test]
+    fn segment() {
+        const SECRET: &str = "hookwall segment shared secret";
+        let body: &[u8] = br#"{"messageId":"ajs-1","type":"track","event":"Signed Up"}"#;
+        let key =
+            ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, SECRET.as_bytes());
+        let good = hex::encode(ring::hmac::sign(&key, body));
+        let sha256 = hex::encode(ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes()),
+            body,
+        ));
+        let sig = |v: &str| [("x-signature", v.to_owned())];
+        let src = source(Provider::Segment, &[(SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 5] = [
+            ("valid", sig(&good), body, ok(0, None)),
+            ("upper-case hex", sig(&good.to_uppercase()), body, ok(0, None)),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("a SHA-256 tag", sig(&sha256), body, MISSING),
+            ("sha1= prefix is not Segment's", sig(&format!("sha1={good}")), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "segment: {name}");
+        }
+        let other = source(Provider::Segment, &[("another", None, None)]);
+        let h = [("x-signature", good.as_str())];
+        assert_eq!(verify(&other, &request(&h, body), NOW), INVALID, "wrong secret");
+    }
 }

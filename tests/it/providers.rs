@@ -81,6 +81,16 @@ fn typeform_a() -> Source {
     }
 }
 
+/// `segment-a`: Segment, one shared secret.
+fn segment_a() -> Source {
+    Source {
+        id: "segment-a",
+        tenant: "acme",
+        provider: Provider::Segment,
+        secrets: vec![("k1", sign::SEGMENT_SECRET)],
+    }
+}
+
 /// `gitlab-a`: GitLab, one token.
 fn gitlab_a() -> Source {
     Source {
@@ -119,6 +129,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Twitch => "twitch-eventsub-message-signature",
         Provider::Typeform => "typeform-signature",
         Provider::Gitlab => "x-gitlab-token",
+        Provider::Segment => "x-signature",
     }
 }
 
@@ -192,8 +203,8 @@ fn round(f: &Fixture, source: &Source) {
 }
 
 on_both_io! {
-    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform and
-    /// GitLab through the running server.
+    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform, GitLab
+    /// and Segment through the running server.
     fn providers_accepted_then_duplicate(io: Io) {
         let sources = [
             slack_a(),
@@ -204,6 +215,7 @@ on_both_io! {
             twitch_a(),
             typeform_a(),
             gitlab_a(),
+            segment_a(),
         ];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());

@@ -36,6 +36,8 @@ pub const PADDLE_SECRET: &str = "pdl_ntfset_01hookwall_it_secret";
 pub const TWITCH_SECRET: &str = "hookwall-it-twitch-secret";
 /// Typeform webhook secret of source `typeform-a` (used as written).
 pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
+/// Segment shared secret of source `segment-a` (used as written).
+pub const SEGMENT_SECRET: &str = "hookwall-it-segment-secret";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 
@@ -64,6 +66,8 @@ pub enum Provider {
     Typeform,
     /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
     Gitlab,
+    /// `X-Signature` (hex HMAC-SHA1); id body `messageId`, type body `type`.
+    Segment,
 }
 
 impl Provider {
@@ -80,6 +84,7 @@ impl Provider {
             Provider::Twitch => "twitch",
             Provider::Typeform => "typeform",
             Provider::Gitlab => "gitlab",
+            Provider::Segment => "segment",
         }
     }
 }
@@ -190,6 +195,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
         ),
         Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
+        Provider::Segment => {
+            format!(r#"{{"messageId":"{id}","type":"track","properties":{{"note":"{note}"}}}}"#)
+        }
     };
     text.into_bytes()
 }
@@ -260,6 +268,11 @@ pub fn headers(
             let mac = hmac_sha256(secret.as_bytes(), &[body]);
             let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
             h.push(("Typeform-Signature".to_owned(), format!("sha256={b64}")));
+        }
+        Provider::Segment => {
+            let key =
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+            h.push(("X-Signature".to_owned(), hex::encode(ring::hmac::sign(&key, body))));
         }
         Provider::Gitlab => {
             h.push(("X-Gitlab-Token".to_owned(), secret.to_owned()));

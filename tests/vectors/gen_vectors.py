@@ -45,6 +45,9 @@ Signing code used (read in the installed package sources):
   timestamps with nanoseconds), computed with Python's ``hmac``.
 * typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
   (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
+* segment: Segment ships no Python verifier; the cases follow its Webhooks destination docs
+  (``X-Signature`` = hex HMAC-SHA1 of the body with the shared secret), computed with
+  Python's ``hmac``.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
@@ -396,6 +399,24 @@ def typeform_cases():
     return cases
 
 
+def segment_cases():
+    """Segment Webhooks destination cases per Segment's documented computation."""
+    inputs = [
+        ("track", "hookwall-segment-shared-secret",
+         '{"anonymousId":"23adfd82-aa0f-45a7-a756-24f2a7a4c895","event":"Order Completed",'
+         '"messageId":"ajs-f8ca1e4de5024d9430b3928bd8ac6b96","type":"track",'
+         '"properties":{"revenue":19.99},"timestamp":"2015-12-12T19:11:01.249Z"}'),
+        ("escaped JSON as sent", "segment secret 2",
+         '{"messageId":"msg-escaped","type":"page","properties":{"url":"https:\\/\\/x.test\\/?a=1\\u0026b=2"}}'),
+        ("trailing CRLF", "segment secret 3", '{"messageId":"msg-crlf","type":"identify"}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha1).hexdigest()
+        cases.append(case("segment", name, secret, 1700000000, body, {"X-Signature": mac}))
+    return cases
+
+
 def gitlab_cases():
     """GitLab cases: the token is sent as configured; nothing binds the body."""
     return [case("gitlab", "push hook", "hookwall-gitlab-token", 1700000000,
@@ -434,7 +455,7 @@ def main():
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
-        + gitlab_cases(),
+        + gitlab_cases() + segment_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
