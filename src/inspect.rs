@@ -12,6 +12,7 @@
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
 //! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
 //! | `paddle` | body `"event_id"` (`evt_…`) | body `"event_type"` |
+//! | `pagerduty` | body `"event"."id"` | body `"event"."event_type"` |
 //! | `twitch` | header `Twitch-Eventsub-Message-Id` (signed) | header `Twitch-Eventsub-Subscription-Type` |
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `segment` | body `"messageId"` | body `"type"` (`track`, `identify`, …) |
@@ -20,7 +21,8 @@
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
 //!
-//! Only top-level members of the JSON object are read. A member named twice at the top level is
+//! Only top-level members of the JSON object are read (PagerDuty's: those of its top-level
+//! `event` object). A member named twice at the top level is
 //! ambiguous and refused rather than guessed at (R13).
 //!
 //! GitHub hooks configured with content type `application/x-www-form-urlencoded` send the body
@@ -40,7 +42,8 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    github, gitlab, paddle, segment, shopify, slack, standard, svix, twitch, typeform, Provider,
+    github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch, typeform,
+    Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -105,11 +108,16 @@ impl SchemaReject {
 pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
     let mut scratch = json_scratch(source.provider, req)?;
     let members = match source.provider {
-        Provider::Slack => (slack::EVENT_ID_MEMBER, "type"),
-        Provider::Typeform => (typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
-        Provider::Paddle => (paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
-        Provider::Segment => (segment::EVENT_ID_MEMBER, "type"),
-        _ => ("id", "type"),
+        Provider::Slack => Members::top(slack::EVENT_ID_MEMBER, "type"),
+        Provider::Typeform => Members::top(typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
+        Provider::Paddle => Members::top(paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
+        Provider::Segment => Members::top(segment::EVENT_ID_MEMBER, "type"),
+        Provider::Pagerduty => Members {
+            container: Some(pagerduty::EVENT_MEMBER),
+            id: pagerduty::EVENT_ID_MEMBER,
+            kind: pagerduty::EVENT_TYPE_MEMBER,
+        },
+        _ => Members::top("id", "type"),
     };
     let body = BodyFields::read(&mut scratch, members)?;
     let event_id = event_id(source.provider, req, body.id)?;
@@ -141,6 +149,7 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Twitch
         | Provider::Typeform
         | Provider::Gitlab
+        | Provider::Pagerduty
         | Provider::Segment => Ok(req.body.to_vec()),
     }
 }
@@ -205,8 +214,24 @@ impl<'a> Field<'a> {
     }
 }
 
-/// The top-level id member (`"id"`, or the provider's own name for it) and type member
-/// (`"type"`, or the provider's own name) of a JSON object body.
+/// Where a provider puts its id and type in a JSON object body: `id` and `kind` are member
+/// names, read at the top level or, when `container` is set, inside that top-level object
+/// member (PagerDuty's `event`).
+#[derive(Debug, Clone, Copy)]
+struct Members {
+    container: Option<&'static str>,
+    id: &'static str,
+    kind: &'static str,
+}
+
+impl Members {
+    /// Top-level `id` and `type` members with these names.
+    const fn top(id: &'static str, kind: &'static str) -> Members {
+        Members { container: None, id, kind }
+    }
+}
+
+/// The id and type members of a JSON object body (see [`Members`]).
 struct BodyFields<'a> {
     id: Field<'a>,
     kind: Field<'a>,
@@ -214,14 +239,29 @@ struct BodyFields<'a> {
 
 impl<'a> BodyFields<'a> {
     /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id and
-    /// the type from the members named by `(id_member, type_member)`.
+    /// the type from the members `members` names, in the top-level object or in its single
+    /// `container` object member (absent container: neither is there; repeated: both are
+    /// ambiguous; not an object: not the JSON the provider sends).
     fn read(
         scratch: &'a mut [u8],
-        (id_member, type_member): (&str, &str),
+        Members { container, id: id_member, kind: type_member }: Members,
     ) -> Result<BodyFields<'a>, SchemaReject> {
         let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
-        let object = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
+        let top = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
         let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
+        let object = match container {
+            None => top,
+            Some(name) => {
+                let mut found = top.iter().filter(|(key, _)| *key == name).map(|(_, v)| v);
+                match (found.next(), found.next()) {
+                    (None, _) => return Ok(fields),
+                    (Some(inner), None) => inner.as_object().ok_or(SchemaReject::NotJson)?,
+                    (Some(_), Some(_)) => {
+                        return Ok(BodyFields { id: Field::Repeated, kind: Field::Repeated })
+                    }
+                }
+            }
+        };
         for (key, value) in &object {
             let text = value.into_string().map_or(Field::NotText, Field::Text);
             if key == id_member {
@@ -241,6 +281,7 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Slack
         | Provider::Paddle
         | Provider::Typeform
+        | Provider::Pagerduty
         | Provider::Segment => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
@@ -272,6 +313,7 @@ fn event_type(
         | Provider::Svix
         | Provider::Paddle
         | Provider::Typeform
+        | Provider::Pagerduty
         | Provider::Segment => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
@@ -663,6 +705,19 @@ mod tests {
         ];
         for (body, expect) in typeform {
             check(Provider::Typeform, None, &[], body, *expect);
+        }
+        let pagerduty: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"event":{"id":"01DEN","event_type":"incident.triggered","data":{"id":"X"}}}"#,
+                Ok(("01DEN", Some("incident.triggered"))),
+            ),
+            (br#"{"id":"01DEN","event_type":"incident.triggered"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"event":{"id":"a"},"event":{"id":"b"}}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"event":"01DEN"}"#, Err(SchemaReject::NotJson)),
+            (br#"{"event":{"id":7}}"#, Err(SchemaReject::BadEventId)),
+        ];
+        for (body, expect) in pagerduty {
+            check(Provider::Pagerduty, None, &[], body, *expect);
         }
         for (provider, headers, expect) in cases {
             check(*provider, None, headers, body, *expect);

@@ -1027,4 +1027,32 @@ mod tests {
         let h = [("x-signature", good.as_str())];
         assert_eq!(verify(&other, &request(&h, body), NOW), INVALID, "wrong secret");
     }
+
+    /// PagerDuty: `v1=<hex>` entries, comma-separated, over the body.
+    #[test]
+    fn pagerduty() {
+        const SECRET: &str = "hookwall pagerduty secret";
+        let body: &[u8] = br#"{"event":{"id":"01DEN","event_type":"incident.triggered"}}"#;
+        let v1 = |secret: &str| {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+            hex::encode(ring::hmac::sign(&key, body))
+        };
+        let good = format!("v1={}", v1(SECRET));
+        let rotating = format!("v1={}, v1={}", v1("old"), v1(SECRET));
+        let other_version = format!("v2={},v1={}", v1(SECRET), v1("old"));
+        let sig = |v: &str| [("x-pagerduty-signature", v.to_owned())];
+        let src = source(Provider::Pagerduty, &[(SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 6] = [
+            ("valid", sig(&good), body, ok(0, None)),
+            ("second entry matches", sig(&rotating), body, ok(0, None)),
+            ("v2 is not read", sig(&other_version), body, INVALID),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("bare hex", sig(&v1(SECRET)), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "pagerduty: {name}");
+        }
+    }
 }

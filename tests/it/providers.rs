@@ -81,6 +81,16 @@ fn typeform_a() -> Source {
     }
 }
 
+/// `pagerduty-a`: PagerDuty, one secret.
+fn pagerduty_a() -> Source {
+    Source {
+        id: "pagerduty-a",
+        tenant: "acme",
+        provider: Provider::Pagerduty,
+        secrets: vec![("k1", sign::PAGERDUTY_SECRET)],
+    }
+}
+
 /// `segment-a`: Segment, one shared secret.
 fn segment_a() -> Source {
     Source {
@@ -130,6 +140,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Typeform => "typeform-signature",
         Provider::Gitlab => "x-gitlab-token",
         Provider::Segment => "x-signature",
+        Provider::Pagerduty => "x-pagerduty-signature",
     }
 }
 
@@ -203,8 +214,8 @@ fn round(f: &Fixture, source: &Source) {
 }
 
 on_both_io! {
-    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform, GitLab
-    /// and Segment through the running server.
+    /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform, GitLab,
+    /// Segment and PagerDuty through the running server.
     fn providers_accepted_then_duplicate(io: Io) {
         let sources = [
             slack_a(),
@@ -216,6 +227,7 @@ on_both_io! {
             typeform_a(),
             gitlab_a(),
             segment_a(),
+            pagerduty_a(),
         ];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());

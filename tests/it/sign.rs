@@ -36,6 +36,8 @@ pub const PADDLE_SECRET: &str = "pdl_ntfset_01hookwall_it_secret";
 pub const TWITCH_SECRET: &str = "hookwall-it-twitch-secret";
 /// Typeform webhook secret of source `typeform-a` (used as written).
 pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
+/// PagerDuty webhook subscription secret of source `pagerduty-a` (used as written).
+pub const PAGERDUTY_SECRET: &str = "hookwall-it-pagerduty-secret";
 /// Segment shared secret of source `segment-a` (used as written).
 pub const SEGMENT_SECRET: &str = "hookwall-it-segment-secret";
 /// GitLab secret token of source `gitlab-a`.
@@ -68,6 +70,8 @@ pub enum Provider {
     Gitlab,
     /// `X-Signature` (hex HMAC-SHA1); id body `messageId`, type body `type`.
     Segment,
+    /// `X-PagerDuty-Signature: v1=…`; id body `event.id`, type `event.event_type`.
+    Pagerduty,
 }
 
 impl Provider {
@@ -85,6 +89,7 @@ impl Provider {
             Provider::Typeform => "typeform",
             Provider::Gitlab => "gitlab",
             Provider::Segment => "segment",
+            Provider::Pagerduty => "pagerduty",
         }
     }
 }
@@ -195,6 +200,9 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
         ),
         Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
+        Provider::Pagerduty => format!(
+            r#"{{"event":{{"id":"{id}","event_type":"incident.triggered","data":{{"note":"{note}"}}}}}}"#
+        ),
         Provider::Segment => {
             format!(r#"{{"messageId":"{id}","type":"track","properties":{{"note":"{note}"}}}}"#)
         }
@@ -268,6 +276,10 @@ pub fn headers(
             let mac = hmac_sha256(secret.as_bytes(), &[body]);
             let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
             h.push(("Typeform-Signature".to_owned(), format!("sha256={b64}")));
+        }
+        Provider::Pagerduty => {
+            let v1 = hex::encode(hmac_sha256(secret.as_bytes(), &[body]));
+            h.push(("X-PagerDuty-Signature".to_owned(), format!("v1={v1}")));
         }
         Provider::Segment => {
             let key =

@@ -45,6 +45,9 @@ Signing code used (read in the installed package sources):
   timestamps with nanoseconds), computed with Python's ``hmac``.
 * typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
   (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
+* pagerduty: PagerDuty ships no Python verifier; the cases follow "Verifying Signatures"
+  (``X-PagerDuty-Signature: v1=<hex HMAC-SHA256 of the body>``, comma-separated while
+  rotating), computed with Python's ``hmac``.
 * segment: Segment ships no Python verifier; the cases follow its Webhooks destination docs
   (``X-Signature`` = hex HMAC-SHA1 of the body with the shared secret), computed with
   Python's ``hmac``.
@@ -399,6 +402,29 @@ def typeform_cases():
     return cases
 
 
+def pagerduty_cases():
+    """PagerDuty Webhooks v3 cases per PagerDuty's documented computation."""
+    inputs = [
+        ("incident.triggered", "hookwall-pagerduty-secret",
+         '{"event":{"id":"01DEN8IFLMXQQ0PKQA64YQ1X1E","event_type":"incident.triggered",'
+         '"resource_type":"incident","occurred_at":"2020-10-02T18:45:22.169Z",'
+         '"data":{"id":"PGR0VU2","type":"incident","title":"A little bump in the road"}}}'),
+        ("escaped JSON as sent", "pagerduty secret 2",
+         '{"event":{"id":"01ESCAPED","event_type":"incident.annotated",'
+         '"data":{"content":"a\\/b \\u0026 c"}}}'),
+        ("trailing CRLF", "pagerduty secret 3",
+         '{"event":{"id":"01CRLF","event_type":"incident.resolved"}}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+        other = hmac.new(b"another-secret", body.encode(), hashlib.sha256).hexdigest()
+        header = f"v1={other},v1={mac}" if name == "incident.triggered" else f"v1={mac}"
+        cases.append(case("pagerduty", name, secret, 1700000000, body,
+                          {"X-PagerDuty-Signature": header}))
+    return cases
+
+
 def segment_cases():
     """Segment Webhooks destination cases per Segment's documented computation."""
     inputs = [
@@ -455,7 +481,7 @@ def main():
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
-        + gitlab_cases() + segment_cases(),
+        + gitlab_cases() + segment_cases() + pagerduty_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
