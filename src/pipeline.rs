@@ -1,7 +1,7 @@
-//! The life of one webhook request as named phases (pingora style): route → verify →
-//! (answer a provider handshake) → inspect → admit. Everything here is pure and per-request: it reads no clock of its own (`now` comes
-//! in), does no IO, and takes no locks; the only hand-off is the [`Admission`] given to the
-//! ledger by the caller.
+//! The life of one webhook request as named phases (pingora style): route → verify → (answer a
+//! provider handshake) → inspect → admit. Everything here is pure and per-request: it reads no
+//! clock of its own (`now` comes in), does no IO, and takes no locks; the only hand-off is the
+//! [`Admission`] given to the ledger by the caller.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -236,4 +236,17 @@ mod tests {
         assert_eq!(response.parse(&out).unwrap(), httparse::Status::Complete(out.len()));
         assert_eq!(response.code, Some(100));
     }
+
+    /// A handshake answer: 200 with the provider's body and content type, exact bytes.
+    #[test]
+    fn challenge_bytes() {
+        let mut out = Vec::new();
+        write_challenge(&mut out, "text/plain", b"pogchamp", true);
+        let expect = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\
+                      Connection: keep-alive\r\n\r\npogchamp";
+        assert_eq!(String::from_utf8_lossy(&out), expect);
+        let mut out = Vec::new();
+        write_challenge(&mut out, "application/json", br#"{"challenge":"c"}"#, false);
+        assert!(String::from_utf8_lossy(&out).contains("Content-Length: 17\r\nConnection: close"));
+    }
 }
