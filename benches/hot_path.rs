@@ -8,7 +8,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use hookwall::config::{Secret, SourceConfig};
 use hookwall::http::{Frame, Framer, Limits, Request};
-use hookwall::provider::{hmac_key, Provider};
+use hookwall::provider::{key, Provider};
 
 const BODY: &[u8] = br#"{"id":"evt_1NqLq2Lkdi","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1","amount_paid":2000,"currency":"usd","customer":"cus_9s6XKzkNRiz8i3","lines":{"data":[{"id":"il_1","amount":2000}]}}}}"#;
 const NOW: i64 = 1_700_000_000;
@@ -23,7 +23,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         event_types: None,
         secrets: vec![Secret {
             id: "k1".to_owned(),
-            key: hmac_key(provider, secret).expect("bench secret is valid"),
+            key: key(provider, secret).expect("bench secret is valid"),
             not_before: None,
             not_after: None,
         }],

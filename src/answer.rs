@@ -28,6 +28,9 @@ pub enum Answer {
     Overloaded,
     /// 200: new event, claim and inbox record fsync'd (R14).
     Accepted,
+    /// 200: an authentic handshake (Slack `url_verification`, …) answered with the provider's
+    /// documented body; nothing is admitted (see `pipeline::Challenge`).
+    Challenge,
     /// 400: malformed HTTP.
     BadRequest,
     /// 431: request head over `header_bytes_max`.
@@ -38,7 +41,7 @@ pub enum Answer {
 
 impl Answer {
     /// Every answer, in a fixed order (metric label index).
-    pub const ALL: [Answer; 15] = [
+    pub const ALL: [Answer; 16] = [
         Answer::UnknownSource,
         Answer::MethodNotAllowed,
         Answer::TooLarge,
@@ -51,6 +54,7 @@ impl Answer {
         Answer::Unavailable,
         Answer::Overloaded,
         Answer::Accepted,
+        Answer::Challenge,
         Answer::BadRequest,
         Answer::HeadersTooLarge,
         Answer::Timeout,
@@ -71,6 +75,7 @@ impl Answer {
             Answer::Unavailable => "unavailable",
             Answer::Overloaded => "overloaded",
             Answer::Accepted => "accepted",
+            Answer::Challenge => "challenge",
             Answer::BadRequest => "bad_request",
             Answer::HeadersTooLarge => "headers_too_large",
             Answer::Timeout => "timeout",
@@ -80,7 +85,7 @@ impl Answer {
     /// The HTTP status.
     pub fn http_status(self) -> u16 {
         match self {
-            Answer::Accepted | Answer::Duplicate => 200,
+            Answer::Accepted | Answer::Duplicate | Answer::Challenge => 200,
             Answer::SchemaRejected | Answer::BadRequest => 400,
             Answer::SignatureMissing | Answer::SignatureInvalid | Answer::Stale => 401,
             Answer::UnknownSource => 404,

@@ -7,9 +7,22 @@
 //! |---|---|---|
 //! | `stripe` | body `"id"` (the Event object's id, `evt_…`) | body `"type"` |
 //! | `github` | header `X-GitHub-Delivery` | header `X-GitHub-Event` |
+//! | `slack` | body `"event_id"` (`Ev…`) | body `"type"` (`event_callback`; the inner `event.type` is not read) |
+//! | `shopify` | header `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` | header `X-Shopify-Topic` |
 //! | `standard` | header `webhook-id` (signed) | body `"type"`, optional |
+//! | `svix` | header `svix-id` (signed) | body `"type"`, optional |
+//! | `paddle` | body `"event_id"` (`evt_…`) | body `"event_type"` |
+//! | `pagerduty` | body `"event"."id"` | body `"event"."event_type"` |
+//! | `twitch` | header `Twitch-Eventsub-Message-Id` (signed) | header `Twitch-Eventsub-Subscription-Type` |
+//! | `typeform` | body `"event_id"` | body `"event_type"` |
+//! | `segment` | body `"messageId"` | body `"type"` (`track`, `identify`, …) |
+//! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //!
-//! Only top-level members of the JSON object are read. A member named twice at the top level is
+//! "Else" means: only when the first header is absent (older senders); when it is present, the
+//! second is not looked at.
+//!
+//! Only top-level members of the JSON object are read (PagerDuty's: those of its top-level
+//! `event` object). A member named twice at the top level is
 //! ambiguous and refused rather than guessed at (R13).
 //!
 //! GitHub hooks configured with content type `application/x-www-form-urlencoded` send the body
@@ -28,7 +41,10 @@ use simd_json::prelude::*;
 use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
-use crate::provider::{github, standard, Provider};
+use crate::provider::{
+    github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch, typeform,
+    Provider,
+};
 
 /// What inspection learned about an authenticated delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +107,19 @@ impl SchemaReject {
 /// or is given twice, [`SchemaReject::EventTypeNotAllowed`] as described above.
 pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, SchemaReject> {
     let mut scratch = json_scratch(source.provider, req)?;
-    let body = BodyFields::read(&mut scratch)?;
+    let members = match source.provider {
+        Provider::Slack => Members::top(slack::EVENT_ID_MEMBER, "type"),
+        Provider::Typeform => Members::top(typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
+        Provider::Paddle => Members::top(paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
+        Provider::Segment => Members::top(segment::EVENT_ID_MEMBER, "type"),
+        Provider::Pagerduty => Members {
+            container: Some(pagerduty::EVENT_MEMBER),
+            id: pagerduty::EVENT_ID_MEMBER,
+            kind: pagerduty::EVENT_TYPE_MEMBER,
+        },
+        _ => Members::top("id", "type"),
+    };
+    let body = BodyFields::read(&mut scratch, members)?;
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
     Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
@@ -111,7 +139,18 @@ pub fn fingerprint(body: &[u8]) -> [u8; 32] {
 fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReject> {
     match provider {
         Provider::Github if is_form(req) => form_payload(&req.body),
-        Provider::Stripe | Provider::Github | Provider::Standard => Ok(req.body.to_vec()),
+        Provider::Stripe
+        | Provider::Github
+        | Provider::Slack
+        | Provider::Shopify
+        | Provider::Standard
+        | Provider::Svix
+        | Provider::Paddle
+        | Provider::Twitch
+        | Provider::Typeform
+        | Provider::Gitlab
+        | Provider::Pagerduty
+        | Provider::Segment => Ok(req.body.to_vec()),
     }
 }
 
@@ -159,6 +198,14 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// `self`, or `other()` when `self` is absent.
+    fn or_else(self, other: impl FnOnce() -> Field<'a>) -> Field<'a> {
+        match self {
+            Field::Absent => other(),
+            present => present,
+        }
+    }
+
     /// The value of header `name`, as a field.
     fn header(req: &'a Request, name: &'a str) -> Field<'a> {
         req.headers_all(name).fold(Field::Absent, |field, value| {
@@ -167,24 +214,60 @@ impl<'a> Field<'a> {
     }
 }
 
-/// The top-level `"id"` and `"type"` members of a JSON object body.
+/// Where a provider puts its id and type in a JSON object body: `id` and `kind` are member
+/// names, read at the top level or, when `container` is set, inside that top-level object
+/// member (PagerDuty's `event`).
+#[derive(Debug, Clone, Copy)]
+struct Members {
+    container: Option<&'static str>,
+    id: &'static str,
+    kind: &'static str,
+}
+
+impl Members {
+    /// Top-level `id` and `type` members with these names.
+    const fn top(id: &'static str, kind: &'static str) -> Members {
+        Members { container: None, id, kind }
+    }
+}
+
+/// The id and type members of a JSON object body (see [`Members`]).
 struct BodyFields<'a> {
     id: Field<'a>,
     kind: Field<'a>,
 }
 
 impl<'a> BodyFields<'a> {
-    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place).
-    fn read(scratch: &'a mut [u8]) -> Result<BodyFields<'a>, SchemaReject> {
+    /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id and
+    /// the type from the members `members` names, in the top-level object or in its single
+    /// `container` object member (absent container: neither is there; repeated: both are
+    /// ambiguous; not an object: not the JSON the provider sends).
+    fn read(
+        scratch: &'a mut [u8],
+        Members { container, id: id_member, kind: type_member }: Members,
+    ) -> Result<BodyFields<'a>, SchemaReject> {
         let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
-        let object = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
+        let top = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
         let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
+        let object = match container {
+            None => top,
+            Some(name) => {
+                let mut found = top.iter().filter(|(key, _)| *key == name).map(|(_, v)| v);
+                match (found.next(), found.next()) {
+                    (None, _) => return Ok(fields),
+                    (Some(inner), None) => inner.as_object().ok_or(SchemaReject::NotJson)?,
+                    (Some(_), Some(_)) => {
+                        return Ok(BodyFields { id: Field::Repeated, kind: Field::Repeated })
+                    }
+                }
+            }
+        };
         for (key, value) in &object {
             let text = value.into_string().map_or(Field::NotText, Field::Text);
-            match key {
-                "id" => fields.id = fields.id.and(text),
-                "type" => fields.kind = fields.kind.and(text),
-                _ => {}
+            if key == id_member {
+                fields.id = fields.id.and(text);
+            } else if key == type_member {
+                fields.kind = fields.kind.and(text);
             }
         }
         Ok(fields)
@@ -194,9 +277,20 @@ impl<'a> BodyFields<'a> {
 /// The event id from where `provider` puts it, checked (R8, R13).
 fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<String, SchemaReject> {
     let field = match provider {
-        Provider::Stripe => body_id,
+        Provider::Stripe
+        | Provider::Slack
+        | Provider::Paddle
+        | Provider::Typeform
+        | Provider::Pagerduty
+        | Provider::Segment => body_id,
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
+        Provider::Svix => Field::header(req, svix::ID_HEADER),
+        Provider::Twitch => Field::header(req, twitch::ID_HEADER),
+        Provider::Shopify => Field::header(req, shopify::EVENT_ID_HEADER)
+            .or_else(|| Field::header(req, shopify::WEBHOOK_ID_HEADER)),
+        Provider::Gitlab => Field::header(req, gitlab::IDEMPOTENCY_HEADER)
+            .or_else(|| Field::header(req, gitlab::EVENT_UUID_HEADER)),
     };
     match field {
         Field::Absent => Err(SchemaReject::NoEventId),
@@ -213,8 +307,18 @@ fn event_type(
     body_type: Field<'_>,
 ) -> Result<Option<String>, SchemaReject> {
     let field = match source.provider {
-        Provider::Stripe | Provider::Standard => body_type,
+        Provider::Stripe
+        | Provider::Slack
+        | Provider::Standard
+        | Provider::Svix
+        | Provider::Paddle
+        | Provider::Typeform
+        | Provider::Pagerduty
+        | Provider::Segment => body_type,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
+        Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
+        Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
+        Provider::Twitch => Field::header(req, twitch::SUBSCRIPTION_TYPE_HEADER),
     };
     let kind = match field {
         Field::Absent => None,
@@ -536,6 +640,87 @@ mod tests {
         ];
         for (types, headers, body, expect) in cases {
             check(Provider::Standard, *types, headers, body, *expect);
+        }
+    }
+
+    /// Shopify, Svix and GitLab take id and type from headers; the second id header is read
+    /// only when the first is absent.
+    #[test]
+    fn header_ids() {
+        type Case<'a> = (Provider, &'a [(&'a str, &'a [u8])], Expect<'a>);
+        let body: &[u8] = br#"{"type":"in.body","id":"body_id"}"#;
+        let cases: &[Case<'_>] = &[
+            (
+                Provider::Shopify,
+                &[
+                    ("x-shopify-event-id", b"ev_1"),
+                    ("x-shopify-webhook-id", b"wh_1"),
+                    ("x-shopify-topic", b"orders/create"),
+                ],
+                Ok(("ev_1", Some("orders/create"))),
+            ),
+            (Provider::Shopify, &[("x-shopify-webhook-id", b"wh_1")], Ok(("wh_1", None))),
+            (Provider::Shopify, &[], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Shopify,
+                &[("x-shopify-event-id", b""), ("x-shopify-webhook-id", b"wh_1")],
+                Err(SchemaReject::BadEventId),
+            ),
+            (Provider::Svix, &[("svix-id", b"msg_1")], Ok(("msg_1", Some("in.body")))),
+            (Provider::Svix, &[("webhook-id", b"msg_1")], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Gitlab,
+                &[
+                    ("idempotency-key", b"f0e1"),
+                    ("x-gitlab-event-uuid", b"uuid-1"),
+                    ("x-gitlab-event", b"Push Hook"),
+                ],
+                Ok(("f0e1", Some("Push Hook"))),
+            ),
+            (Provider::Gitlab, &[("x-gitlab-event-uuid", b"uuid-1")], Ok(("uuid-1", None))),
+            (
+                Provider::Gitlab,
+                &[("idempotency-key", b"a"), ("idempotency-key", b"b")],
+                Err(SchemaReject::BadEventId),
+            ),
+            (Provider::Gitlab, &[], Err(SchemaReject::NoEventId)),
+        ];
+        let slack: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#,
+                Ok(("Ev1", Some("event_callback"))),
+            ),
+            (br#"{"type":"event_callback","id":"Ev1"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"event_id":"Ev1","event_id":"Ev2"}"#, Err(SchemaReject::BadEventId)),
+        ];
+        for (body, expect) in slack {
+            check(Provider::Slack, None, &[], body, *expect);
+        }
+        let typeform: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"event_id":"01H","event_type":"form_response","form_response":{}}"#,
+                Ok(("01H", Some("form_response"))),
+            ),
+            (br#"{"id":"01H","type":"form_response"}"#, Err(SchemaReject::NoEventId)),
+        ];
+        for (body, expect) in typeform {
+            check(Provider::Typeform, None, &[], body, *expect);
+        }
+        let pagerduty: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"event":{"id":"01DEN","event_type":"incident.triggered","data":{"id":"X"}}}"#,
+                Ok(("01DEN", Some("incident.triggered"))),
+            ),
+            (br#"{"id":"01DEN","event_type":"incident.triggered"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"event":{"id":"a"},"event":{"id":"b"}}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"event":"01DEN"}"#, Err(SchemaReject::NotJson)),
+            (br#"{"event":{"id":7}}"#, Err(SchemaReject::BadEventId)),
+        ];
+        for (body, expect) in pagerduty {
+            check(Provider::Pagerduty, None, &[], body, *expect);
+        }
+        for (provider, headers, expect) in cases {
+            check(*provider, None, headers, body, *expect);
         }
     }
 

@@ -13,7 +13,7 @@ use crate::{inspect, verify};
 /// What the command line gave.
 #[derive(Debug, Clone)]
 pub struct Captured {
-    /// Provider name as in the config (`stripe`, `github`, `standard`).
+    /// Provider name as in the config (`stripe`, `svix`, …; see [`Provider::ALL`]).
     pub provider: String,
     /// The secret exactly as the provider's dashboard shows it.
     pub secret: String,
@@ -44,7 +44,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
             known.join(", ")
         ));
     };
-    let key = match provider::hmac_key(provider, &captured.secret) {
+    let key = match provider::key(provider, &captured.secret) {
         Ok(key) => key,
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),
     };
@@ -83,6 +83,11 @@ fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> 
     let mut out = vec![format!("authentic and fresh ({})", source.provider.name())];
     if let Some(signed) = v.signed_at {
         out.push(format!("signed at {signed} (Unix s), {} s before --at", at - signed));
+    }
+    if let Some(challenge) = provider::challenge(source.provider, req) {
+        let body = String::from_utf8_lossy(&challenge.body);
+        out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
+        return out;
     }
     match inspect::inspect(source, req) {
         Ok(i) => {
@@ -139,7 +144,7 @@ mod tests {
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
         check("github", GH_SECRET, &["no colon"], body, "usage: --header");
-        check("slack", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
+        check("twilio", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
         check("standard", "whsec_!!", &[], body, "usage: --secret");
         // The Standard Webhooks spec vector, judged at its timestamp and 301 s later.
         let std_headers = [
@@ -161,5 +166,27 @@ mod tests {
         );
         late.at_unix_s = 1_614_265_330 + 300;
         assert!(matches!(judge(&late, body.to_vec()), Verdict::Authentic(_)));
+        // A Slack url_verification handshake is authentic and answered, not admitted.
+        let secret = "slack-secret";
+        let body = br#"{"type":"url_verification","challenge":"c1"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        let signed = [b"v0:1614265330:".as_slice(), body].concat();
+        let sig = hex::encode(ring::hmac::sign(&key, &signed));
+        let headers = [
+            "X-Slack-Request-Timestamp: 1614265330".to_owned(),
+            format!("X-Slack-Signature: v0={sig}"),
+        ];
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        check("slack", secret, &headers, body, "ok: authentic and fresh (slack); signed at");
+        let captured = Captured {
+            provider: "slack".to_owned(),
+            secret: secret.to_owned(),
+            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            at_unix_s: 1_614_265_330,
+        };
+        let Verdict::Authentic(lines) = judge(&captured, body.to_vec()) else {
+            panic!("the handshake verifies");
+        };
+        assert!(lines.iter().any(|l| l.contains(r#"answers 200 {"challenge":"c1"}"#)), "{lines:?}");
     }
 }

@@ -1,7 +1,7 @@
-//! The life of one webhook request as named phases (pingora style): route → verify → inspect →
-//! admit. Everything here is pure and per-request: it reads no clock of its own (`now` comes
-//! in), does no IO, and takes no locks; the only hand-off is the [`Admission`] given to the
-//! ledger by the caller.
+//! The life of one webhook request as named phases (pingora style): route → verify → (answer a
+//! provider handshake) → inspect → admit. Everything here is pure and per-request: it reads no
+//! clock of its own (`now` comes in), does no IO, and takes no locks; the only hand-off is the
+//! [`Admission`] given to the ledger by the caller.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,10 +48,23 @@ impl Routes {
     }
 }
 
+/// A provider handshake to answer instead of admitting the request: Slack's
+/// `url_verification` and the like. Built only after the request verified (never for an
+/// unauthenticated one) and never admitted into the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// `Content-Type` of the answer.
+    pub content_type: &'static str,
+    /// The answer's body, as the provider documents it.
+    pub body: Vec<u8>,
+}
+
 /// What to do with a complete, routed request.
 pub enum Handled {
     /// Answer now; nothing is admitted. The id is echoed when known.
     Answer(Answer, Option<String>),
+    /// An authentic handshake: answer 200 with this body; nothing is admitted or recorded.
+    Challenge(Challenge),
     /// A schema reject: answer 400 and keep this minimised record (R23).
     Rejected(RejectedRecord),
     /// Authentic, fresh and well-formed: hand to the ledger, answer with its decision.
@@ -82,6 +95,9 @@ pub fn handle(
         Ok(v) => v,
         Err(reject) => return Handled::Answer(reject_answer(reject), None),
     };
+    if let Some(challenge) = crate::provider::challenge(source.provider, &req) {
+        return Handled::Challenge(challenge);
+    }
     let inspected = match inspect::inspect(source, &req) {
         Ok(i) => i,
         Err(reason) => return Handled::Rejected(rejected(source_index, &req, reason, now_unix_ms)),

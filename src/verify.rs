@@ -2,11 +2,17 @@
 //! the source tried, R1–R5) and freshness (signed timestamp inside the replay window, R6–R7).
 //! Pure: takes the request, the source and `now`; does no IO and reads no clock.
 //!
-//! The phases, in order: the provider's file reads its headers into a [`Presented`] (candidate
-//! tags, signed timestamp, the pieces of the signed content) or answers `signature_missing`;
-//! every active key computes its HMAC once over those pieces and compares it with each candidate
-//! in constant time (`signature_invalid`); only an authentic delivery has its signed timestamp
-//! checked (`stale`). Nothing here allocates in proportion to the body.
+//! The phases, in order: the provider's file reads its headers into a [`Presented`] (the proof —
+//! candidate signatures or a shared token —, the signed timestamp, the pieces of the signed
+//! content) or answers `signature_missing`; every active key is tried against the proof
+//! (`signature_invalid`); only an authentic delivery has its signed timestamp checked (`stale`).
+//!
+//! Schemes, by [`Key`]: HMAC (SHA-1, SHA-256 or SHA-512; hex or base64 tags of the algorithm's
+//! length) is computed once per key over the content pieces, without copying the body, and
+//! compared with each candidate in constant time; Ed25519 signatures are checked with ring over
+//! the content joined once into one buffer (ring needs one contiguous message); a shared token
+//! (GitLab's `X-Gitlab-Token`) is compared as SHA-256 digests in constant time, so neither its
+//! bytes nor its length leak through timing.
 
 use std::time::Duration;
 
@@ -16,17 +22,47 @@ use subtle::ConstantTimeEq as _;
 use crate::config::{Secret, SourceConfig};
 use crate::http::Request;
 use crate::limits::SIGNATURES_PER_HEADER_MAX;
-use crate::provider::{github, standard, stripe, Provider};
+use crate::provider::{self, Provider};
 
-/// Length of an HMAC-SHA256 tag in bytes; every candidate signature must decode to this.
-pub(crate) const TAG_BYTES: usize = 32;
+/// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64.
+pub(crate) const TAG_BYTES_MAX: usize = 64;
 
 /// Most pieces a provider's signed content is made of (Standard Webhooks: `id`, `.`,
 /// `timestamp`, `.`, body).
 pub(crate) const CONTENT_PIECES_MAX: usize = 5;
 
-/// Longest base64 text read for one candidate tag: 32 bytes take 44 characters with padding.
-const TAG_BASE64_CHARS_MAX: usize = 44;
+/// Longest base64 text read for one candidate: 64 bytes take 88 characters with padding.
+const TAG_BASE64_CHARS_MAX: usize = 88;
+
+/// A verification key of one source, derived from the secret as the provider's dashboard shows
+/// it (see [`provider::key`]). Never printed (R28).
+pub enum Key {
+    /// A shared MAC key; ring's key carries the algorithm (HMAC-SHA1, -SHA256 or -SHA512).
+    Hmac(ring::hmac::Key),
+    /// An Ed25519 public key (32 bytes, RFC 8032).
+    Ed25519([u8; 32]),
+    /// SHA-256 of a shared token that the provider sends as is (GitLab).
+    Token([u8; 32]),
+}
+
+impl Key {
+    /// The scheme's name for messages and the `Hookwall-Verification` header: `hmac`,
+    /// `ed25519` or `token`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Key::Hmac(_) => "hmac",
+            Key::Ed25519(_) => "ed25519",
+            Key::Token(_) => "token",
+        }
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material (R28), not even a public key's.
+        write!(f, "Key::{}(..)", self.kind())
+    }
+}
 
 /// A delivery proven authentic and fresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,17 +125,69 @@ pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<V
 pub(crate) struct Presented<'a> {
     /// The signed timestamp in Unix seconds; `None` for providers that sign none (GitHub).
     pub(crate) signed_at: Option<i64>,
-    /// The presented signatures of the expected scheme.
-    pub(crate) candidates: Candidates,
-    /// The signed content, in order; unused trailing pieces are empty.
+    /// What proves authenticity.
+    pub(crate) proof: Proof,
+    /// The signed content, in order; unused trailing pieces are empty. Unused for tokens.
     pub(crate) content: [&'a [u8]; CONTENT_PIECES_MAX],
 }
 
-/// The first `SIGNATURES_PER_HEADER_MAX` signatures of the expected scheme found in a header,
-/// decoded. Entries that do not decode to a 32-byte tag are counted but can never match.
+impl<'a> Presented<'a> {
+    /// Signature candidates over `content`, with an optional signed timestamp.
+    pub(crate) fn signed(
+        signed_at: Option<i64>,
+        candidates: Candidates,
+        content: [&'a [u8]; CONTENT_PIECES_MAX],
+    ) -> Presented<'a> {
+        Presented { signed_at, proof: Proof::Signatures(candidates), content }
+    }
+
+    /// A shared token sent as is (no content is signed, no timestamp).
+    pub(crate) fn token(token: &[u8]) -> Presented<'a> {
+        Presented { signed_at: None, proof: Proof::Token(sha256(token)), content: [b""; 5] }
+    }
+}
+
+/// The proof a delivery carries.
+// One per request, on the stack for the duration of `verify`: boxing the candidates would
+// allocate on the hot path to save stack bytes nobody needs.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Proof {
+    /// MACs or signatures over the signed content.
+    Signatures(Candidates),
+    /// SHA-256 of the presented token.
+    Token([u8; 32]),
+}
+
+/// Which kind of key a candidate signature can be checked with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    /// An HMAC tag (its length says which algorithm made it).
+    Hmac,
+    /// An Ed25519 signature (64 bytes).
+    Ed25519,
+}
+
+/// One decoded candidate signature.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tag {
+    scheme: Scheme,
+    len: usize,
+    bytes: [u8; TAG_BYTES_MAX],
+}
+
+impl Tag {
+    /// The tag's bytes.
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The first `SIGNATURES_PER_HEADER_MAX` signatures of the expected schemes found in a header,
+/// decoded. Entries that do not decode are counted but can never match.
 #[derive(Debug)]
 pub(crate) struct Candidates {
-    tags: [[u8; TAG_BYTES]; SIGNATURES_PER_HEADER_MAX],
+    tags: [Tag; SIGNATURES_PER_HEADER_MAX],
     tags_len: usize,
     seen: usize,
 }
@@ -107,12 +195,13 @@ pub(crate) struct Candidates {
 impl Candidates {
     /// No candidates yet.
     pub(crate) fn new() -> Candidates {
-        Candidates { tags: [[0; TAG_BYTES]; SIGNATURES_PER_HEADER_MAX], tags_len: 0, seen: 0 }
+        let empty = Tag { scheme: Scheme::Hmac, len: 0, bytes: [0; TAG_BYTES_MAX] };
+        Candidates { tags: [empty; SIGNATURES_PER_HEADER_MAX], tags_len: 0, seen: 0 }
     }
 
-    /// Records one entry of the expected scheme: its decoded tag, or `None` when it is not a
-    /// well-formed tag. Entries after the first `SIGNATURES_PER_HEADER_MAX` are ignored.
-    pub(crate) fn offer(&mut self, tag: Option<[u8; TAG_BYTES]>) {
+    /// Records one entry of an expected scheme: its decoded tag, or `None` when it is not
+    /// well formed. Entries after the first `SIGNATURES_PER_HEADER_MAX` are ignored.
+    pub(crate) fn offer(&mut self, tag: Option<Tag>) {
         if self.seen == SIGNATURES_PER_HEADER_MAX {
             return;
         }
@@ -123,18 +212,34 @@ impl Candidates {
         }
     }
 
-    /// Whether no entry of the expected scheme was found (the signature is missing).
+    /// Whether no entry of an expected scheme was found (the signature is missing).
     pub(crate) fn is_empty(&self) -> bool {
         self.seen == 0
     }
 
-    /// Whether `tag` equals any candidate; every candidate is compared in constant time (R2).
-    fn matches(&self, tag: &[u8]) -> bool {
+    fn of(&self, scheme: Scheme) -> impl Iterator<Item = &Tag> {
+        self.tags[..self.tags_len].iter().filter(move |t| t.scheme == scheme)
+    }
+
+    /// Whether `mac` equals any HMAC candidate; every candidate of that length is compared in
+    /// constant time (R2). Tag lengths are public (they follow from the algorithm).
+    fn matches_mac(&self, mac: &[u8]) -> bool {
         let mut any = subtle::Choice::from(0);
-        for candidate in &self.tags[..self.tags_len] {
-            any |= candidate.as_slice().ct_eq(tag);
+        for candidate in self.of(Scheme::Hmac).filter(|t| t.len == mac.len()) {
+            any |= candidate.as_slice().ct_eq(mac);
         }
         bool::from(any)
+    }
+
+    /// Whether any Ed25519 candidate is a valid signature of `message` by `public_key`.
+    fn verified_by(&self, public_key: &[u8; 32], message: &[u8]) -> bool {
+        let key = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public_key);
+        self.of(Scheme::Ed25519).any(|sig| key.verify(message, sig.as_slice()).is_ok())
+    }
+
+    /// Whether any candidate is of `scheme`.
+    fn has(&self, scheme: Scheme) -> bool {
+        self.of(scheme).next().is_some()
     }
 }
 
@@ -157,44 +262,73 @@ pub(crate) fn parse_unix_seconds(text: &[u8]) -> Option<i64> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-/// Decodes a 64-character hex tag (either case); `None` for any other shape.
-pub(crate) fn decode_hex_tag(text: &[u8]) -> Option<[u8; TAG_BYTES]> {
-    let mut tag = [0; TAG_BYTES];
-    hex::decode_to_slice(text, &mut tag).ok()?;
+/// Decodes a hex tag (either case) of exactly `bytes` bytes; `None` for any other shape.
+pub(crate) fn decode_hex_tag(text: &[u8], scheme: Scheme, bytes: usize) -> Option<Tag> {
+    if bytes > TAG_BYTES_MAX || text.len() != 2 * bytes {
+        return None;
+    }
+    let mut tag = Tag { scheme, len: bytes, bytes: [0; TAG_BYTES_MAX] };
+    hex::decode_to_slice(text, &mut tag.bytes[..bytes]).ok()?;
     Some(tag)
 }
 
-/// Decodes a padded standard-alphabet base64 tag; `None` unless it is exactly 32 bytes.
-pub(crate) fn decode_base64_tag(text: &[u8]) -> Option<[u8; TAG_BYTES]> {
-    if text.len() > TAG_BASE64_CHARS_MAX {
+/// Decodes a padded standard-alphabet base64 tag of exactly `bytes` bytes; `None` otherwise.
+pub(crate) fn decode_base64_tag(text: &[u8], scheme: Scheme, bytes: usize) -> Option<Tag> {
+    if bytes > TAG_BYTES_MAX || text.len() > TAG_BASE64_CHARS_MAX {
         return None;
     }
     let mut decoded = [0; TAG_BASE64_CHARS_MAX];
     let len = base64::engine::general_purpose::STANDARD.decode_slice(text, &mut decoded).ok()?;
-    decoded[..len].try_into().ok()
+    if len != bytes {
+        return None;
+    }
+    let mut tag = Tag { scheme, len, bytes: [0; TAG_BYTES_MAX] };
+    tag.bytes[..len].copy_from_slice(&decoded[..len]);
+    Some(tag)
+}
+
+/// SHA-256 of `bytes`.
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }
 
 /// Reads the provider's signature headers.
 fn presented(provider: Provider, req: &Request) -> Result<Presented<'_>, Reject> {
-    match provider {
-        Provider::Stripe => stripe::presented(req),
-        Provider::Github => github::presented(req),
-        Provider::Standard => standard::presented(req),
-    }
+    provider::presented(provider, req)
 }
 
-/// Index of the first active secret whose HMAC over the signed content equals a candidate.
+/// Index of the first active secret whose key proves the presented signature or token.
 fn matching_secret(
     secrets: &[Secret],
     presented: &Presented<'_>,
     now: i64,
 ) -> Result<usize, Reject> {
+    // The content joined into one buffer, made once and only for public-key schemes.
+    let mut message: Option<Vec<u8>> = None;
     for (index, secret) in secrets.iter().enumerate() {
         if !secret.active_at(now) {
             continue;
         }
-        let tag = sign(&secret.key, &presented.content);
-        if presented.candidates.matches(tag.as_ref()) {
+        let matched = match (&secret.key, &presented.proof) {
+            (Key::Hmac(key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::Hmac)
+                    && candidates.matches_mac(sign(key, &presented.content).as_ref())
+            }
+            (Key::Ed25519(public_key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::Ed25519)
+                    && candidates.verified_by(
+                        public_key,
+                        message.get_or_insert_with(|| presented.content.concat()),
+                    )
+            }
+            (Key::Token(digest), Proof::Token(presented)) => bool::from(digest.ct_eq(presented)),
+            (Key::Token(_), Proof::Signatures(_))
+            | (Key::Hmac(_) | Key::Ed25519(_), Proof::Token(_)) => false,
+        };
+        if matched {
             return Ok(index);
         }
     }
@@ -232,10 +366,12 @@ fn whole_seconds(duration: Duration) -> i64 {
 mod tests {
     use std::time::Duration;
 
+    use base64::Engine as _;
+
     use super::{verify, Reject, Verified};
     use crate::config::{Secret, SourceConfig};
     use crate::http::Request;
-    use crate::provider::{hmac_key, Provider};
+    use crate::provider::{key, Provider};
 
     /// The signed timestamp of the Standard Webhooks spec vector, reused as "now" throughout.
     const NOW: i64 = 1_614_265_330;
@@ -270,7 +406,7 @@ mod tests {
             .enumerate()
             .map(|(i, &(secret, not_before, not_after))| Secret {
                 id: format!("k{i}"),
-                key: hmac_key(provider, secret).expect("test secrets are well formed"),
+                key: key(provider, secret).expect("test secrets are well formed"),
                 not_before,
                 not_after,
             })
@@ -306,6 +442,9 @@ mod tests {
 
     /// One row of a table: name, headers, body, now, expected outcome.
     type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8], i64, Outcome);
+
+    /// A row with one owned header: name, header, body, expected outcome.
+    type OneHeaderRow<'a> = (&'a str, [(&'a str, String); 1], &'a [u8], Outcome);
 
     /// Verifies every row against a source of `provider` holding `keys`.
     fn check(provider: Provider, keys: &[Key<'_>], rows: &[Row<'_>]) {
@@ -404,7 +543,7 @@ mod tests {
                 ("empty id", &[("webhook-id", ""), ts, sig(SW_SIG)], SW_BODY, NOW, MISSING),
                 ("timestamp not integer", &fraction_ts, SW_BODY, NOW, MISSING),
                 ("negative timestamp", &negative_ts, SW_BODY, NOW, MISSING),
-                ("only v1a", &[id, ts, sig(v1a)], SW_BODY, NOW, MISSING),
+                ("v1a of the wrong length", &[id, ts, sig(v1a)], SW_BODY, NOW, INVALID),
                 ("age = tolerance", &good, SW_BODY, NOW + TOLERANCE_S, fresh),
                 ("age = tolerance + 1", &good, SW_BODY, NOW + TOLERANCE_S + 1, STALE),
                 ("lead = future_skew", &good, SW_BODY, NOW - SKEW_S, fresh),
@@ -535,5 +674,385 @@ mod tests {
                 ("match beyond the bound", &[("stripe-signature", &beyond)], ST_BODY, NOW, INVALID),
             ],
         );
+    }
+
+    /// An Ed25519 key pair from a fixed seed (test only) and its `whpk_` public key.
+    fn ed25519(seed: u8) -> (ring::signature::Ed25519KeyPair, String) {
+        use ring::signature::KeyPair as _;
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[seed; 32])
+            .expect("a 32-byte seed is valid");
+        let public = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
+        (pair, format!("whpk_{public}"))
+    }
+
+    /// `v1a,<base64 Ed25519 signature over "{id}.{ts}.{body}">`.
+    fn v1a(pair: &ring::signature::Ed25519KeyPair, id: &str, ts: &str, body: &[u8]) -> String {
+        let message = [id.as_bytes(), b".", ts.as_bytes(), b".", body].concat();
+        let sig = pair.sign(&message);
+        format!("v1a,{}", base64::engine::general_purpose::STANDARD.encode(sig.as_ref()))
+    }
+
+    /// Standard Webhooks v1a: Ed25519 with a `whpk_` public key; mixed with v1 entries and
+    /// with HMAC keys of the same source during a move from symmetric to asymmetric keys.
+    #[test]
+    fn standard_v1a() {
+        let (pair, whpk) = ed25519(7);
+        let (_, other_whpk) = ed25519(8);
+        let good_sig = v1a(&pair, SW_ID, SW_TS, SW_BODY);
+        let id = ("webhook-id", SW_ID);
+        let ts = ("webhook-timestamp", SW_TS);
+        let sig =
+            |value: &str| [id, ts, ("webhook-signature", value)].map(|(n, v)| (n, v.to_owned()));
+        let good = sig(&good_sig);
+        let mixed = sig(&format!("v1,bm90IGl0 v2,xyz {good_sig}"));
+        let only_v1 = sig(SW_SIG);
+        let unknown_only = sig("v2,AAAA v1b,AAAA");
+        let tampered: &[u8] = br#"{"test": 2432232315}"#;
+        let source_of = |keys: &[Key<'_>]| source(Provider::Standard, keys);
+        let run = |keys: &[Key<'_>], h: &[(&str, String)], body: &[u8], now: i64| {
+            let h: Vec<(&str, &str)> = h.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            verify(&source_of(keys), &request(&h, body), now)
+        };
+        let pk = (whpk.as_str(), None, None);
+        let fresh = ok(0, Some(NOW));
+        assert_eq!(run(&[pk], &good, SW_BODY, NOW), fresh, "valid v1a");
+        assert_eq!(run(&[pk], &mixed, SW_BODY, NOW), fresh, "v1a after other entries");
+        assert_eq!(run(&[pk], &good, tampered, NOW), INVALID, "tampered body");
+        assert_eq!(run(&[(&other_whpk, None, None)], &good, SW_BODY, NOW), INVALID, "other key");
+        assert_eq!(run(&[pk], &only_v1, SW_BODY, NOW), INVALID, "a v1 tag is no v1a proof");
+        assert_eq!(run(&[pk], &unknown_only, SW_BODY, NOW), MISSING, "unknown versions only");
+        assert_eq!(run(&[pk], &good, SW_BODY, NOW + TOLERANCE_S + 1), STALE, "stale");
+        assert_eq!(run(&[pk], &good, SW_BODY, NOW - SKEW_S - 1), STALE, "too far ahead");
+        assert_eq!(run(&[pk], &good, SW_BODY, NOW - SKEW_S), fresh, "lead = future_skew");
+        // Rotation from whsec_ to whpk_: both kinds in one source, each proves its own entry.
+        let both = sig(&format!("{SW_SIG} {good_sig}"));
+        let hmac_then_pk = [(SW_SECRET, None, None), pk];
+        let wrong_hmac_then_pk = [("whsec_AAAAAAAA", None, None), pk];
+        assert_eq!(run(&hmac_then_pk, &both, SW_BODY, NOW), ok(0, Some(NOW)), "v1 key first");
+        assert_eq!(run(&wrong_hmac_then_pk, &both, SW_BODY, NOW), ok(1, Some(NOW)), "v1a key");
+        assert_eq!(run(&[("whsec_AAAAAAAA", None, None)], &good, SW_BODY, NOW), INVALID);
+    }
+
+    /// Svix: the Svix docs' example (the same message and secret as the Standard Webhooks
+    /// spec) under `svix-*` names; `webhook-*` names are not Svix's.
+    #[test]
+    fn svix() {
+        let good = [("svix-id", SW_ID), ("svix-timestamp", SW_TS), ("svix-signature", SW_SIG)];
+        let standard_names =
+            [("webhook-id", SW_ID), ("webhook-timestamp", SW_TS), ("webhook-signature", SW_SIG)];
+        let rotated_sig = format!("v1,Zm9yZ2VkIHRhZyBmcm9tIGFub3RoZXIga2V5ISEhISE= {SW_SIG}");
+        let rotated =
+            [("svix-id", SW_ID), ("svix-timestamp", SW_TS), ("svix-signature", &rotated_sig)];
+        let fresh = ok(0, Some(NOW));
+        check(
+            Provider::Svix,
+            &[(SW_SECRET, None, None)],
+            &[
+                ("docs example", &good, SW_BODY, NOW, fresh),
+                ("second of two signatures", &rotated, SW_BODY, NOW, fresh),
+                ("tampered body", &good, br#"{"test": 2432232315}"#, NOW, INVALID),
+                ("webhook-* names", &standard_names, SW_BODY, NOW, MISSING),
+                ("age = tolerance + 1", &good, SW_BODY, NOW + TOLERANCE_S + 1, STALE),
+                ("lead = future_skew + 1", &good, SW_BODY, NOW - SKEW_S - 1, STALE),
+            ],
+        );
+        check(
+            Provider::Svix,
+            &[("whsec_AAAAAAAA", None, None)],
+            &[("wrong secret", &good, SW_BODY, NOW, INVALID)],
+        );
+    }
+
+    /// Shopify: base64 HMAC-SHA256 over the body, keyed by the client secret as written.
+    #[test]
+    fn shopify() {
+        const SECRET: &str = "shpss_hookwall_test_secret";
+        let body: &[u8] = br#"{"id":820982911946154508,"email":"jon@example.com"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+        let tag = ring::hmac::sign(&key, body);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(tag.as_ref());
+        let hex = hex::encode(tag.as_ref());
+        let sig = |v: &str| [("x-shopify-hmac-sha256", v.to_owned())];
+        let rows: &[OneHeaderRow<'_>] = &[
+            ("valid", sig(&b64), body, ok(0, None)),
+            ("tampered body", sig(&b64), b"{}", INVALID),
+            ("hex is not Shopify's encoding", sig(&hex), body, MISSING),
+            ("unpadded base64", sig(b64.trim_end_matches('=')), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        let shop = source(Provider::Shopify, &[(SECRET, None, None)]);
+        for (name, headers, body, expect) in rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&shop, &request(&h, body), NOW), *expect, "shopify: {name}");
+            assert_eq!(verify(&shop, &request(&h, body), i64::MAX), *expect, "never stale");
+        }
+        let twice = [("x-shopify-hmac-sha256", b64.as_str()); 2];
+        assert_eq!(verify(&shop, &request(&twice, body), NOW), MISSING, "repeated header");
+        let other = source(Provider::Shopify, &[("another", None, None)]);
+        let one = [("x-shopify-hmac-sha256", b64.as_str())];
+        assert_eq!(verify(&other, &request(&one, body), NOW), INVALID, "wrong secret");
+    }
+
+    /// GitLab: the token as sent, compared by digest; any other token, none, or two are refused.
+    #[test]
+    fn gitlab() {
+        const TOKEN: &str = "glpat-like hookwall token";
+        let body: &[u8] = br#"{"object_kind":"push"}"#;
+        let tok = |v: &'static str| [("x-gitlab-token", v)];
+        check(
+            Provider::Gitlab,
+            &[("old token", None, None), (TOKEN, None, None)],
+            &[
+                ("second key is the token", &tok(TOKEN), body, NOW, ok(1, None)),
+                ("never stale", &tok(TOKEN), body, i64::MAX, ok(1, None)),
+                ("prefix of the token", &tok("glpat-like"), body, NOW, INVALID),
+                ("token plus a byte", &tok("glpat-like hookwall token!"), body, NOW, INVALID),
+                ("empty", &tok(""), body, NOW, MISSING),
+                ("missing", &[], body, NOW, MISSING),
+                ("repeated", &[tok(TOKEN)[0], tok(TOKEN)[0]], body, NOW, MISSING),
+            ],
+        );
+        check(
+            Provider::Gitlab,
+            &[(TOKEN, None, Some(NOW))],
+            &[("retired token", &tok(TOKEN), body, NOW, INVALID)],
+        );
+    }
+
+    /// The core takes any ring HMAC algorithm: a SHA-512 or SHA-1 key matches only a tag of
+    /// its own length and value (no provider of this build uses them yet; the generic `hmac`
+    /// and legacy schemes will).
+    #[test]
+    fn hmac_algorithms_by_tag_length() {
+        use super::{decode_hex_tag, matching_secret, Candidates, Key, Presented, Scheme};
+        let body: &[u8] = b"{}\r\n";
+        for (algorithm, bytes) in [
+            (ring::hmac::HMAC_SHA512, 64),
+            (ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, 20),
+            (ring::hmac::HMAC_SHA256, 32),
+        ] {
+            let key = ring::hmac::Key::new(algorithm, b"k");
+            let good = hex::encode(ring::hmac::sign(&key, body));
+            let secret = Secret {
+                id: "k".to_owned(),
+                key: Key::Hmac(key),
+                not_before: None,
+                not_after: None,
+            };
+            let mut candidates = Candidates::new();
+            // A same-length wrong tag, a tag of another length, then the right one.
+            candidates.offer(decode_hex_tag("00".repeat(bytes).as_bytes(), Scheme::Hmac, bytes));
+            candidates.offer(decode_hex_tag(&[b'1'; 64], Scheme::Hmac, 32));
+            candidates.offer(decode_hex_tag(good.as_bytes(), Scheme::Hmac, bytes));
+            let presented = Presented::signed(None, candidates, [body, b"", b"", b"", b""]);
+            assert_eq!(matching_secret(std::slice::from_ref(&secret), &presented, NOW), Ok(0));
+            let mut only_wrong = Candidates::new();
+            only_wrong.offer(decode_hex_tag("00".repeat(bytes).as_bytes(), Scheme::Hmac, bytes));
+            let presented = Presented::signed(None, only_wrong, [body, b"", b"", b"", b""]);
+            assert_eq!(matching_secret(&[secret], &presented, NOW), Err(Reject::SignatureInvalid));
+        }
+    }
+
+    /// Slack: the example of Slack's "Verifying requests from Slack" (a slash-command form
+    /// body), and the bounds of the replay window.
+    #[test]
+    fn slack() {
+        const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+        const TS: &str = "1531420618";
+        const BODY: &[u8] = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        const SIG: &str = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+        let t: i64 = TS.parse().expect("digits");
+        let ts = ("x-slack-request-timestamp", TS);
+        let good = [ts, ("x-slack-signature", SIG)];
+        let v1 = [ts, ("x-slack-signature", &SIG.replacen("v0=", "v1=", 1))];
+        let later = [("x-slack-request-timestamp", "1531420619"), ("x-slack-signature", SIG)];
+        let fresh = ok(0, Some(t));
+        check(
+            Provider::Slack,
+            &[("an older secret", None, None), (SECRET, None, None)],
+            &[
+                ("documented example", &good, BODY, t, ok(1, Some(t))),
+                ("timestamp is signed", &later, BODY, t, INVALID),
+                ("tampered body", &good, &BODY[1..], t, INVALID),
+                ("no v1 scheme", &v1, BODY, t, MISSING),
+                ("no timestamp", &[good[1]], BODY, t, MISSING),
+                ("no signature", &[ts], BODY, t, MISSING),
+                ("age = tolerance + 1", &good, BODY, t + TOLERANCE_S + 1, STALE),
+                ("lead = future_skew + 1", &good, BODY, t - SKEW_S - 1, STALE),
+            ],
+        );
+        check(
+            Provider::Slack,
+            &[(SECRET, None, None)],
+            &[
+                ("age = tolerance", &good, BODY, t + TOLERANCE_S, fresh),
+                ("lead = future_skew", &good, BODY, t - SKEW_S, fresh),
+            ],
+        );
+    }
+
+    /// Typeform: `sha256=` + base64 HMAC-SHA256 over the body; no timestamp.
+    #[test]
+    fn typeform() {
+        const SECRET: &str = "hookwall typeform secret";
+        let body: &[u8] = br#"{"event_id":"01H8","event_type":"form_response"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+        let tag = ring::hmac::sign(&key, body);
+        let good = format!("sha256={}", base64::engine::general_purpose::STANDARD.encode(tag));
+        let hex = format!("sha256={}", hex::encode(tag));
+        let bare = good.trim_start_matches("sha256=").to_owned();
+        let sig = |v: &str| [("typeform-signature", v.to_owned())];
+        let source = source(Provider::Typeform, &[("old", None, None), (SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 5] = [
+            ("valid, second key", sig(&good), body, ok(1, None)),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("hex is not Typeform's encoding", sig(&hex), body, MISSING),
+            ("no sha256= prefix", sig(&bare), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&source, &request(&h, body), NOW), *expect, "typeform: {name}");
+            assert_eq!(verify(&source, &request(&h, body), 0), *expect, "never stale: {name}");
+        }
+    }
+
+    /// Paddle: `ts=…;h1=…[;h1=…]` over `"{ts}:{body}"`; several `h1` while rotating; the
+    /// default tolerance is Paddle's 5 s.
+    #[test]
+    fn paddle() {
+        const SECRET: &str = "pdl_ntfset_01hookwall_test_secret";
+        let body: &[u8] = br#"{"event_id":"evt_01","event_type":"transaction.completed"}"#;
+        let h1 = |secret: &str, ts: &str| {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+            hex::encode(ring::hmac::sign(&key, &[ts.as_bytes(), b":", body].concat()))
+        };
+        let t = NOW.to_string();
+        let good = format!("ts={t};h1={}", h1(SECRET, &t));
+        let rotating = format!("ts={t};h1={};h1={}", h1("pdl_ntfset_old", &t), h1(SECRET, &t));
+        let unknown = format!("ts={t};h2={};h1={}", h1(SECRET, &t), h1(SECRET, &t));
+        let moved = format!("ts={};h1={}", NOW + 1, h1(SECRET, &t));
+        let no_h1 = format!("ts={t};h2={}", h1(SECRET, &t));
+        let two_ts = format!("ts={t};ts={t};h1={}", h1(SECRET, &t));
+        let sig = |v: &str| [("paddle-signature", v.to_owned())];
+        let src = source(Provider::Paddle, &[(SECRET, None, None)]);
+        let fresh = ok(0, Some(NOW));
+        let rows: [OneHeaderRow<'_>; 8] = [
+            ("valid", sig(&good), body, fresh),
+            ("second h1 matches", sig(&rotating), body, fresh),
+            ("unknown key ignored", sig(&unknown), body, fresh),
+            ("ts is signed", sig(&moved), body, INVALID),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("no h1", sig(&no_h1), body, MISSING),
+            ("ts repeated", sig(&two_ts), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "paddle: {name}");
+        }
+        assert_eq!(Provider::Paddle.default_tolerance(), Duration::from_secs(5));
+    }
+
+    /// Twitch EventSub: `sha256=` hex over `{id}{timestamp}{body}` with an RFC 3339 timestamp;
+    /// Twitch's own 10-minute window is the default tolerance.
+    #[test]
+    fn twitch() {
+        const SECRET: &str = "hookwall twitch secret 0123";
+        const ID: &str = "e76c6bd4-55c9-4987-8304-da1588d8988b";
+        const TS: &str = "2021-02-25T15:02:10.123456789Z"; // = NOW (1614265330) + 0.12 s
+        let body: &[u8] = br#"{"subscription":{"type":"channel.follow"},"event":{}}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+        let mac = |id: &str, ts: &str| {
+            hex::encode(ring::hmac::sign(&key, &[id.as_bytes(), ts.as_bytes(), body].concat()))
+        };
+        let good_sig = format!("sha256={}", mac(ID, TS));
+        let headers = |id: &'static str, ts: &'static str, sig: &str| {
+            [
+                ("twitch-eventsub-message-id", id.to_owned()),
+                ("twitch-eventsub-message-timestamp", ts.to_owned()),
+                ("twitch-eventsub-message-signature", sig.to_owned()),
+            ]
+        };
+        let src = source(Provider::Twitch, &[(SECRET, None, None)]);
+        let run = |h: &[(&str, String)], body: &[u8], now: i64| {
+            let h: Vec<(&str, &str)> = h.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            verify(&src, &request(&h, body), now)
+        };
+        let fresh = ok(0, Some(NOW));
+        let good = headers(ID, TS, &good_sig);
+        assert_eq!(run(&good, body, NOW), fresh, "valid");
+        assert_eq!(run(&good, b"{}", NOW), INVALID, "tampered body");
+        assert_eq!(run(&headers("other-id", TS, &good_sig), body, NOW), INVALID, "id is signed");
+        let other_ts = "2021-02-25T15:02:10.123456788Z";
+        assert_eq!(run(&headers(ID, other_ts, &good_sig), body, NOW), INVALID, "ts is signed");
+        let offset = "2021-02-25T16:02:10.123456789+01:00";
+        assert_eq!(run(&headers(ID, offset, &good_sig), body, NOW), MISSING, "UTC Z only");
+        let unix = "1614265330";
+        assert_eq!(run(&headers(ID, unix, &good_sig), body, NOW), MISSING, "not RFC 3339");
+        let bare = mac(ID, TS);
+        assert_eq!(run(&headers(ID, TS, &bare), body, NOW), MISSING, "no sha256= prefix");
+        assert_eq!(run(&headers("", TS, &good_sig), body, NOW), MISSING, "empty id");
+        assert_eq!(run(&good, body, NOW + TOLERANCE_S + 1), STALE, "source tolerance");
+        assert_eq!(run(&good, body, NOW - SKEW_S - 1), STALE, "too far ahead");
+        assert_eq!(Provider::Twitch.default_tolerance(), Duration::from_secs(600));
+    }
+
+    /// Segment: hex HMAC-SHA1 over the body (a 20-byte tag; a SHA-256-length tag is refused).
+    #[test]
+    fn segment() {
+        const SECRET: &str = "hookwall segment shared secret";
+        let body: &[u8] = br#"{"messageId":"ajs-1","type":"track","event":"Signed Up"}"#;
+        let key =
+            ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, SECRET.as_bytes());
+        let good = hex::encode(ring::hmac::sign(&key, body));
+        let sha256 = hex::encode(ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes()),
+            body,
+        ));
+        let sig = |v: &str| [("x-signature", v.to_owned())];
+        let src = source(Provider::Segment, &[(SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 5] = [
+            ("valid", sig(&good), body, ok(0, None)),
+            ("upper-case hex", sig(&good.to_uppercase()), body, ok(0, None)),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("a SHA-256 tag", sig(&sha256), body, MISSING),
+            ("sha1= prefix is not Segment's", sig(&format!("sha1={good}")), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "segment: {name}");
+        }
+        let other = source(Provider::Segment, &[("another", None, None)]);
+        let h = [("x-signature", good.as_str())];
+        assert_eq!(verify(&other, &request(&h, body), NOW), INVALID, "wrong secret");
+    }
+
+    /// PagerDuty: `v1=<hex>` entries, comma-separated, over the body.
+    #[test]
+    fn pagerduty() {
+        const SECRET: &str = "hookwall pagerduty secret";
+        let body: &[u8] = br#"{"event":{"id":"01DEN","event_type":"incident.triggered"}}"#;
+        let v1 = |secret: &str| {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+            hex::encode(ring::hmac::sign(&key, body))
+        };
+        let good = format!("v1={}", v1(SECRET));
+        let rotating = format!("v1={}, v1={}", v1("old"), v1(SECRET));
+        let other_version = format!("v2={},v1={}", v1(SECRET), v1("old"));
+        let sig = |v: &str| [("x-pagerduty-signature", v.to_owned())];
+        let src = source(Provider::Pagerduty, &[(SECRET, None, None)]);
+        let rows: [OneHeaderRow<'_>; 6] = [
+            ("valid", sig(&good), body, ok(0, None)),
+            ("second entry matches", sig(&rotating), body, ok(0, None)),
+            ("v2 is not read", sig(&other_version), body, INVALID),
+            ("tampered body", sig(&good), b"{}", INVALID),
+            ("bare hex", sig(&v1(SECRET)), body, MISSING),
+            ("empty", sig(""), body, MISSING),
+        ];
+        for (name, headers, body, expect) in &rows {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "pagerduty: {name}");
+        }
     }
 }

@@ -758,7 +758,7 @@ impl Check<'_> {
         let signing_key = raw.signing_secret.as_ref().and_then(|secret| {
             let label = field("signing_secret");
             let text = self.secret_ref_text(&label, secret)?;
-            match provider::hmac_key(Provider::Standard, &text) {
+            match provider::standard::whsec_key(&text, "Standard Webhooks") {
                 Ok(key) => Some(SigningKey(key)),
                 Err(why) => {
                     self.error(&label, format!("{why} (expected whsec_ followed by base64)"));
@@ -986,7 +986,7 @@ impl Check<'_> {
             }
         }
         let text = self.secret_text(label, raw)?;
-        let key = match provider::hmac_key(provider?, &text) {
+        let key = match provider::key(provider?, &text) {
             Ok(key) => key,
             Err(message) => {
                 self.error(label, message);
@@ -1312,7 +1312,7 @@ mod tests {
             [[source]]
             id = "Bad Id"
             tenant = "t"
-            provider = "slack"
+            provider = "twilio"
             secrets = [{ id = "k", env = "MISSING" }]
             destination = "nowhere"
 
@@ -1344,12 +1344,14 @@ mod tests {
                 "destination[d].attempts_max: 0 is not in 1..=100",
                 "destination[d].backoff_min: is greater than backoff_max",
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
-                "source[#1].provider: provider \"slack\" is not supported by this build yet \
-                 (supported: stripe, github, standard)",
+                "source[#1].provider: provider \"twilio\" is not supported by this build yet \
+                 (supported: stripe, github, slack, shopify, standard, svix, paddle, \
+                 pagerduty, twitch, typeform, gitlab, segment)",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
-                 standard)",
+                 slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, gitlab, \
+                 segment)",
                 "source[ok].tolerance: must be greater than zero",
                 "source[ok].event_types: is empty",
                 "source[ok].secrets: has 0 entries; 1..=16 are allowed",
@@ -1398,6 +1400,21 @@ mod tests {
             "standard",
             r#"secrets = [{ id = "k", value = "whsec_not*base64" }]"#,
             &["source[s].secrets[k]: Standard Webhooks secret is not base64"],
+        );
+        case(
+            "standard",
+            r#"secrets = [{ id = "k", value = "whsk_AAAA" }]"#,
+            &["source[s].secrets[k]: a whsk_ signing key was given; configure its public key"],
+        );
+        case(
+            "standard",
+            r#"secrets = [{ id = "k", value = "whpk_AAAA" }]"#,
+            &["source[s].secrets[k]: Standard Webhooks public key is 3 bytes; Ed25519 keys are 32"],
+        );
+        case(
+            "svix",
+            r#"secrets = [{ id = "k", value = "whpk_AAAA" }]"#,
+            &["source[s].secrets[k]: Svix signs with HMAC only"],
         );
         case(
             "github",

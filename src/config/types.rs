@@ -123,9 +123,9 @@ impl std::fmt::Debug for AdminToken {
 pub struct Secret {
     /// The key id from the config (recorded with each event it verified).
     pub id: String,
-    /// The MAC key, derived from the secret exactly as the provider documents
-    /// (see [`crate::provider::hmac_key`]).
-    pub key: ring::hmac::Key,
+    /// The verification key (HMAC key, Ed25519 public key or token digest), derived from the
+    /// secret exactly as the provider documents (see [`crate::provider::key`]).
+    pub key: crate::verify::Key,
     /// Unix seconds from which the key is active (inclusive); `None` = always.
     pub not_before: Option<i64>,
     /// Unix seconds at which the key retires (exclusive); `None` = never.

@@ -236,9 +236,9 @@ mod tests {
     /// payload give exactly this `v1` signature.
     #[test]
     fn signing_matches_the_standard_webhooks_example() {
-        let key = crate::provider::hmac_key(
-            crate::provider::Provider::Standard,
+        let key = crate::provider::standard::whsec_key(
             "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "Standard Webhooks",
         )
         .expect("the example secret is valid");
         let mut h = HeaderMap::new();

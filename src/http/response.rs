@@ -44,6 +44,21 @@ pub fn write_answer(out: &mut Vec<u8>, answer: Answer, event_id: Option<&str>, k
     assert_eq!(out.len() - body_start, body_bytes, "Content-Length matches the body");
 }
 
+/// Writes a complete `200 OK` answering a provider's handshake (Slack `url_verification`, …)
+/// with the provider's documented `body` of `content_type`, framed by `Content-Length`, and
+/// `Connection: keep-alive` or `close` as for [`write_answer`].
+pub fn write_challenge(out: &mut Vec<u8>, content_type: &str, body: &[u8], keep_alive: bool) {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: {connection}\r\n\r\n",
+        body.len()
+    )
+    .expect(VEC_WRITE);
+    out.extend_from_slice(body);
+}
+
 /// Writes `HTTP/1.1 100 Continue\r\n\r\n`: the interim response that tells a client sending
 /// `Expect: 100-continue` to send its body (RFC 9110 §10.1.1).
 pub fn write_continue(out: &mut Vec<u8>) {
@@ -220,5 +235,18 @@ mod tests {
         let mut response = httparse::Response::new(&mut slots);
         assert_eq!(response.parse(&out).unwrap(), httparse::Status::Complete(out.len()));
         assert_eq!(response.code, Some(100));
+    }
+
+    /// A handshake answer: 200 with the provider's body and content type, exact bytes.
+    #[test]
+    fn challenge_bytes() {
+        let mut out = Vec::new();
+        write_challenge(&mut out, "text/plain", b"pogchamp", true);
+        let expect = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\
+                      Connection: keep-alive\r\n\r\npogchamp";
+        assert_eq!(String::from_utf8_lossy(&out), expect);
+        let mut out = Vec::new();
+        write_challenge(&mut out, "application/json", br#"{"challenge":"c"}"#, false);
+        assert!(String::from_utf8_lossy(&out).contains("Content-Length: 17\r\nConnection: close"));
     }
 }

@@ -408,6 +408,18 @@ impl Conn {
             Handled::Answer(answer, id) => {
                 self.answer(ctx, Some(source), answer, id.as_deref(), keep_alive, Some(read_at));
             }
+            Handled::Challenge(challenge) => {
+                let body = (challenge.content_type, challenge.body.as_slice());
+                self.respond(
+                    ctx,
+                    Some(source),
+                    Answer::Challenge,
+                    None,
+                    keep_alive,
+                    Some(read_at),
+                    Some(body),
+                );
+            }
             Handled::Rejected(record) => {
                 ctx.ledger.reject(record);
                 let answer = Answer::SchemaRejected;
@@ -499,8 +511,28 @@ impl Conn {
         keep_alive: bool,
         read_at: Option<Instant>,
     ) {
+        self.respond(ctx, source, answer, event_id, keep_alive, read_at, None);
+    }
+
+    /// As `answer`; a `challenge` (content type, body) replaces the fixed JSON body.
+    #[allow(clippy::too_many_arguments)]
+    fn respond(
+        &mut self,
+        ctx: &CoreCtx,
+        source: Option<usize>,
+        answer: Answer,
+        event_id: Option<&str>,
+        keep_alive: bool,
+        read_at: Option<Instant>,
+        challenge: Option<(&str, &[u8])>,
+    ) {
         let keep_alive = keep_alive && !self.draining;
-        http::write_answer(&mut self.output, answer, event_id, keep_alive);
+        match challenge {
+            Some((content_type, body)) => {
+                http::write_challenge(&mut self.output, content_type, body, keep_alive);
+            }
+            None => http::write_answer(&mut self.output, answer, event_id, keep_alive),
+        }
         ctx.stats.count(source, answer);
         if let (Some(source), Some(read_at)) = (source, read_at) {
             let waited = clock::monotonic().duration_since(read_at);

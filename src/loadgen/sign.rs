@@ -1,111 +1,250 @@
 //! Signing for `hookwall loadgen`: each request is signed exactly as its provider signs a
-//! delivery (README "Providers", SPEC §4), with the key derived by
-//! [`crate::provider::hmac_key`] from the secret as the provider's dashboard shows it. One
-//! `match` on the closed [`Provider`] enum: a new provider is a compile error here until it is
-//! signed too.
+//! delivery (`docs/providers.md`, SPEC §4), with the secret as the provider's dashboard shows
+//! it. One `match` on the closed [`Provider`] enum per step: a new provider is a compile error
+//! here until it is signed too. Each body is shaped like the provider's events, carrying the
+//! event id where the provider puts it (body field or header).
 
 use base64::Engine as _;
 
-use crate::provider::{self, Provider};
+use crate::provider::Provider;
 
-/// Event type every generated delivery carries (Stripe and Standard Webhooks in the body,
-/// GitHub in `X-GitHub-Event`).
+/// Event type every generated delivery carries where the provider has one.
 pub const EVENT_TYPE: &str = "invoice.paid";
+
+/// The key a generated delivery is signed with.
+enum SignKey {
+    /// HMAC (SHA-256, or SHA-1 for Segment) keyed as the provider keys it.
+    Hmac(ring::hmac::Key),
+    /// Standard Webhooks v1a: the sender's Ed25519 key pair (from a `whsk_` secret).
+    Ed25519(ring::signature::Ed25519KeyPair),
+    /// GitLab: the token itself is sent.
+    Token(String),
+}
 
 /// Signs generated deliveries for one provider and secret.
 pub struct Signer {
     provider: Provider,
-    key: ring::hmac::Key,
+    key: SignKey,
+}
+
+/// Decodes the base64 after `prefix` (Standard Webhooks / Svix key forms).
+fn base64_after(secret: &str, prefix: &str) -> Result<Vec<u8>, String> {
+    let b64 = secret.strip_prefix(prefix).unwrap_or(secret);
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|_| format!("not base64 after the {prefix} prefix"))
 }
 
 impl Signer {
-    /// A signer for `provider` keyed by `secret` (as the provider's dashboard shows it).
+    /// A signer for `provider` keyed by `secret` as the provider's dashboard shows it; for
+    /// `standard`, a `whsec_…` secret signs v1 (HMAC) and a `whsk_…` secret key (base64 of the
+    /// 32-byte Ed25519 seed, or of seed ‖ public key) signs v1a.
     ///
     /// # Errors
     /// What is wrong with the secret's form (never the secret itself).
     pub fn new(provider: Provider, secret: &str) -> Result<Signer, String> {
-        Ok(Signer { provider, key: provider::hmac_key(provider, secret)? })
+        if secret.is_empty() {
+            return Err("secret is empty".to_owned());
+        }
+        let sha256 = |material: &[u8]| ring::hmac::Key::new(ring::hmac::HMAC_SHA256, material);
+        let key = match provider {
+            Provider::Stripe
+            | Provider::Github
+            | Provider::Slack
+            | Provider::Shopify
+            | Provider::Paddle
+            | Provider::Pagerduty
+            | Provider::Twitch
+            | Provider::Typeform => SignKey::Hmac(sha256(secret.as_bytes())),
+            Provider::Segment => SignKey::Hmac(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+                secret.as_bytes(),
+            )),
+            Provider::Standard if secret.starts_with("whsk_") => {
+                let bytes = base64_after(secret, "whsk_")?;
+                let seed = bytes.get(..32).filter(|_| bytes.len() == 32 || bytes.len() == 64);
+                let seed = seed.ok_or("a whsk_ key must decode to 32 or 64 bytes")?;
+                let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(seed)
+                    .map_err(|_| "not an Ed25519 seed".to_owned())?;
+                SignKey::Ed25519(pair)
+            }
+            Provider::Standard | Provider::Svix => {
+                let material = base64_after(secret, "whsec_")?;
+                if material.is_empty() {
+                    return Err("the secret decodes to zero bytes".to_owned());
+                }
+                SignKey::Hmac(sha256(&material))
+            }
+            Provider::Gitlab => SignKey::Token(secret.to_owned()),
+        };
+        Ok(Signer { provider, key })
     }
 
-    /// A JSON body for event `id` (about 330 bytes, shaped like a Stripe `invoice.paid` event;
-    /// Stripe reads the id from it, the others from a header).
+    /// A JSON body for event `id`, shaped like the provider's events (about 200–330 bytes),
+    /// with the id where the provider carries it in the body (Stripe, Slack, Paddle, Typeform,
+    /// PagerDuty, Segment); the others carry it in a header.
     pub fn body(&self, id: &str) -> Vec<u8> {
-        format!(
-            r#"{{"id":"{id}","object":"event","type":"{EVENT_TYPE}","created":1700000000,"livemode":false,"data":{{"object":{{"id":"in_1Loadgen","object":"invoice","amount_paid":2000,"currency":"usd","customer":"cus_Loadgen","status":"paid","lines":{{"data":[{{"id":"il_1","amount":2000}}]}}}}}}}}"#
-        )
-        .into_bytes()
+        const INVOICE: &str = r#"{"id":"in_1Loadgen","object":"invoice","amount_paid":2000,"currency":"usd","customer":"cus_Loadgen","status":"paid","lines":{"data":[{"id":"il_1","amount":2000}]}}"#;
+        let text = match self.provider {
+            Provider::Stripe => format!(
+                r#"{{"id":"{id}","object":"event","type":"{EVENT_TYPE}","created":1700000000,"livemode":false,"data":{{"object":{INVOICE}}}}}"#
+            ),
+            Provider::Github => format!(r#"{{"action":"opened","number":1,"invoice":{INVOICE}}}"#),
+            Provider::Standard | Provider::Svix => {
+                format!(
+                    r#"{{"type":"{EVENT_TYPE}","timestamp":"2026-01-01T00:00:00Z","data":{INVOICE}}}"#
+                )
+            }
+            Provider::Slack => format!(
+                r#"{{"type":"event_callback","event_id":"{id}","team_id":"T1","event":{{"type":"message","invoice":{INVOICE}}}}}"#
+            ),
+            Provider::Shopify => format!(r#"{{"id":820982911946154508,"invoice":{INVOICE}}}"#),
+            Provider::Paddle => format!(
+                r#"{{"event_id":"{id}","event_type":"transaction.completed","data":{INVOICE}}}"#
+            ),
+            Provider::Twitch => {
+                format!(r#"{{"subscription":{{"type":"channel.follow"}},"event":{INVOICE}}}"#)
+            }
+            Provider::Typeform => format!(
+                r#"{{"event_id":"{id}","event_type":"form_response","form_response":{INVOICE}}}"#
+            ),
+            Provider::Gitlab => format!(r#"{{"object_kind":"push","invoice":{INVOICE}}}"#),
+            Provider::Pagerduty => format!(
+                r#"{{"event":{{"id":"{id}","event_type":"incident.triggered","data":{INVOICE}}}}}"#
+            ),
+            Provider::Segment => {
+                format!(r#"{{"messageId":"{id}","type":"track","properties":{INVOICE}}}"#)
+            }
+        };
+        text.into_bytes()
     }
 
-    /// The headers of a delivery of `body` as event `id`, signed at `t` (Unix seconds):
-    /// - `stripe`: `Stripe-Signature: t={t},v1={hex HMAC-SHA256 over "{t}.{body}"}`;
-    /// - `github`: `X-GitHub-Delivery: {id}`, `X-GitHub-Event`, `X-Hub-Signature-256:
-    ///   sha256={hex HMAC-SHA256 over the body}` (GitHub signs no timestamp);
-    /// - `standard`: `webhook-id: {id}`, `webhook-timestamp: {t}`, `webhook-signature:
-    ///   v1,{base64 HMAC-SHA256 over "{id}.{t}.{body}"}`.
-    ///
-    /// Returned as `(name, value)` pairs, `Content-Type: application/json` first.
+    /// The headers of a delivery of `body` as event `id`, signed at `t` (Unix seconds), as
+    /// `(name, value)` pairs, `Content-Type: application/json` first. Each provider's scheme
+    /// (signed content, encoding, headers) is the one its file in `src/provider/` verifies.
     pub fn sign(&self, id: &str, t: i64, body: &[u8]) -> Vec<(&'static str, String)> {
-        let mut headers = vec![("Content-Type", "application/json".to_owned())];
+        let mut h = vec![("Content-Type", "application/json".to_owned())];
+        let ts = t.to_string();
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
         match self.provider {
             Provider::Stripe => {
-                let mac = self.mac(&[t.to_string().as_bytes(), b".", body]);
-                headers.push(("Stripe-Signature", format!("t={t},v1={}", hex::encode(mac))));
+                let mac = hex::encode(self.mac(&[ts.as_bytes(), b".", body]));
+                h.push(("Stripe-Signature", format!("t={t},v1={mac}")));
             }
             Provider::Github => {
-                let mac = self.mac(&[body]);
-                headers.push(("X-GitHub-Delivery", id.to_owned()));
-                headers.push(("X-GitHub-Event", "invoice".to_owned()));
-                headers.push(("X-Hub-Signature-256", format!("sha256={}", hex::encode(mac))));
+                h.push(("X-GitHub-Delivery", id.to_owned()));
+                h.push(("X-GitHub-Event", "invoice".to_owned()));
+                h.push((
+                    "X-Hub-Signature-256",
+                    format!("sha256={}", hex::encode(self.mac(&[body]))),
+                ));
             }
-            Provider::Standard => {
-                let ts = t.to_string();
-                let mac = self.mac(&[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
-                let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
-                headers.push(("webhook-id", id.to_owned()));
-                headers.push(("webhook-timestamp", ts));
-                headers.push(("webhook-signature", format!("v1,{b64}")));
+            Provider::Standard | Provider::Svix => {
+                let content = [id.as_bytes(), b".", ts.as_bytes(), b".", body];
+                let signature = match &self.key {
+                    SignKey::Ed25519(pair) => {
+                        format!("v1a,{}", b64(pair.sign(&content.concat()).as_ref()))
+                    }
+                    _ => format!("v1,{}", b64(&self.mac(&content))),
+                };
+                let (id_h, ts_h, sig_h) = if self.provider == Provider::Svix {
+                    ("svix-id", "svix-timestamp", "svix-signature")
+                } else {
+                    ("webhook-id", "webhook-timestamp", "webhook-signature")
+                };
+                h.push((id_h, id.to_owned()));
+                h.push((ts_h, ts));
+                h.push((sig_h, signature));
+            }
+            Provider::Slack => {
+                let mac = hex::encode(self.mac(&[b"v0:", ts.as_bytes(), b":", body]));
+                h.push(("X-Slack-Request-Timestamp", ts));
+                h.push(("X-Slack-Signature", format!("v0={mac}")));
+            }
+            Provider::Shopify => {
+                h.push(("X-Shopify-Hmac-Sha256", b64(&self.mac(&[body]))));
+                h.push(("X-Shopify-Event-Id", id.to_owned()));
+                h.push(("X-Shopify-Webhook-Id", format!("wh-{id}")));
+                h.push(("X-Shopify-Topic", "orders/create".to_owned()));
+                h.push(("X-Shopify-Triggered-At", ts));
+            }
+            Provider::Paddle => {
+                let mac = hex::encode(self.mac(&[ts.as_bytes(), b":", body]));
+                h.push(("Paddle-Signature", format!("ts={t};h1={mac}")));
+            }
+            Provider::Twitch => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.unsigned_abs());
+                let rfc3339 = humantime::format_rfc3339_nanos(at).to_string();
+                let mac = hex::encode(self.mac(&[id.as_bytes(), rfc3339.as_bytes(), body]));
+                h.push(("Twitch-Eventsub-Message-Id", id.to_owned()));
+                h.push(("Twitch-Eventsub-Message-Timestamp", rfc3339));
+                h.push(("Twitch-Eventsub-Message-Signature", format!("sha256={mac}")));
+                h.push(("Twitch-Eventsub-Message-Type", "notification".to_owned()));
+                h.push(("Twitch-Eventsub-Subscription-Type", "channel.follow".to_owned()));
+            }
+            Provider::Typeform => {
+                h.push(("Typeform-Signature", format!("sha256={}", b64(&self.mac(&[body])))));
+            }
+            Provider::Pagerduty => {
+                h.push(("X-PagerDuty-Signature", format!("v1={}", hex::encode(self.mac(&[body])))));
+            }
+            Provider::Segment => h.push(("X-Signature", hex::encode(self.mac(&[body])))),
+            Provider::Gitlab => {
+                let token = match &self.key {
+                    SignKey::Token(token) => token.clone(),
+                    _ => String::new(),
+                };
+                h.push(("X-Gitlab-Token", token));
+                h.push(("X-Gitlab-Event", "Push Hook".to_owned()));
+                h.push(("Idempotency-Key", id.to_owned()));
+                h.push(("X-Gitlab-Event-UUID", format!("uuid-{id}")));
             }
         }
-        headers
+        h
     }
 
-    fn mac(&self, parts: &[&[u8]]) -> ring::hmac::Tag {
-        let mut ctx = ring::hmac::Context::with_key(&self.key);
+    /// The HMAC of `parts` (an empty tag for the non-HMAC keys, which never call this).
+    fn mac(&self, parts: &[&[u8]]) -> Vec<u8> {
+        let SignKey::Hmac(key) = &self.key else { return Vec::new() };
+        let mut ctx = ring::hmac::Context::with_key(key);
         for part in parts {
             ctx.update(part);
         }
-        ctx.sign()
+        ctx.sign().as_ref().to_vec()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use ring::signature::KeyPair as _;
+
     use super::*;
-    use crate::config::{Secret, SourceConfig};
+    use crate::config::Config;
     use crate::http::Request;
 
-    /// Signs with the loadgen signer and verifies with the appliance's own verifier.
-    fn check(provider: Provider, secret: &str) {
-        let signer = Signer::new(provider, secret).expect("valid secret");
+    /// A `whsk_` secret key and the matching `whpk_` public key.
+    fn v1a_pair() -> (String, String) {
+        let seed = [7u8; 32];
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).expect("seed");
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        (format!("whsk_{}", b64(&seed)), format!("whpk_{}", b64(pair.public_key().as_ref())))
+    }
+
+    /// Signs with the loadgen signer (`sign_secret`) and verifies with the appliance's own
+    /// config loader and verifier (`verify_secret`), then inspects the event id.
+    fn check(provider: Provider, sign_secret: &str, verify_secret: &str) {
+        let signer = Signer::new(provider, sign_secret).expect("valid secret");
         let t = 1_700_000_000;
         let body = signer.body("evt_1");
         let signed = signer.sign("evt_1", t, &body);
-        let source = SourceConfig {
-            id: "s".to_owned(),
-            tenant: "t".to_owned(),
-            provider,
-            tolerance: provider.default_tolerance(),
-            future_skew: std::time::Duration::from_secs(60),
-            event_types: None,
-            secrets: vec![Secret {
-                id: "k".to_owned(),
-                key: provider::hmac_key(provider, secret).expect("valid secret"),
-                not_before: None,
-                not_after: None,
-            }],
-            destination: 0,
-            ack_deadline: provider.ack_deadline(),
-        };
+        let text = format!(
+            "[[source]]\nid = \"s\"\ntenant = \"t\"\nprovider = \"{}\"\n\
+             secrets = [{{ id = \"k\", value = {verify_secret:?} }}]\ndestination = \"d\"\n\
+             [[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
+            provider.name()
+        );
+        let config = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None)
+            .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
         let req = Request {
             method: "POST".to_owned(),
             target: "/".to_owned(),
@@ -116,8 +255,11 @@ mod tests {
             body,
             keep_alive: true,
         };
-        let verdict = crate::verify::verify(&source, &req, t);
+        let source = &config.sources[0];
+        let verdict = crate::verify::verify(source, &req, t);
         assert!(verdict.is_ok(), "{provider:?}: {:?}", verdict.err());
+        let inspected = crate::inspect::inspect(source, &req);
+        assert!(inspected.is_ok(), "{provider:?}: {:?}", inspected.err());
     }
 
     #[test]
@@ -125,11 +267,13 @@ mod tests {
         for provider in Provider::ALL {
             let secret = match provider {
                 Provider::Stripe => "whsec_loadgen_test",
-                Provider::Github => "It's a Secret to Everybody",
-                Provider::Standard => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                Provider::Standard | Provider::Svix => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                _ => "It's a Secret to Everybody",
             };
-            check(provider, secret);
+            check(provider, secret, secret);
         }
+        let (secret_key, public_key) = v1a_pair();
+        check(Provider::Standard, &secret_key, &public_key);
     }
 
     #[test]
@@ -138,5 +282,18 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&signer.body("evt_9")).expect("JSON");
         assert_eq!(v["id"], "evt_9");
         assert_eq!(v["type"], EVENT_TYPE);
+    }
+
+    #[test]
+    fn malformed_secrets_are_refused_without_echoing_them() {
+        for (provider, secret) in [
+            (Provider::Standard, "whsec_!!!"),
+            (Provider::Standard, "whsk_AAAA"),
+            (Provider::Svix, "whsec_"),
+            (Provider::Stripe, ""),
+        ] {
+            let why = Signer::new(provider, secret).err().expect("refused");
+            assert!(secret.len() < 6 || !why.contains(secret), "{why}");
+        }
     }
 }

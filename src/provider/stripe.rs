@@ -6,7 +6,10 @@
 //! schemes are ignored, so a header cannot downgrade us to a weaker scheme.
 
 use crate::http::Request;
-use crate::verify::{self, Candidates, Presented, Reject};
+use crate::verify::{self, Candidates, Presented, Reject, Scheme};
+
+/// Bytes of an HMAC-SHA256 tag.
+const TAG_BYTES: usize = 32;
 
 /// The signature header (lowercase, as [`Request`] stores names).
 pub const SIGNATURE_HEADER: &str = "stripe-signature";
@@ -26,11 +29,7 @@ pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
     if candidates.is_empty() {
         return Err(Reject::SignatureMissing);
     }
-    Ok(Presented {
-        signed_at: Some(signed_at),
-        candidates,
-        content: [t_text, b".", &req.body, b"", b""],
-    })
+    Ok(Presented::signed(Some(signed_at), candidates, [t_text, b".", &req.body, b"", b""]))
 }
 
 /// Splits the header into the text of its single `t` and its `v1` candidates.
@@ -44,7 +43,7 @@ fn elements(header: &[u8]) -> Result<(&[u8], Candidates), Reject> {
         let (key, value) = (&element[..eq], &element[eq + 1..]);
         match key {
             b"t" if t_text.replace(value).is_some() => return Err(Reject::SignatureMissing),
-            b"v1" => candidates.offer(verify::decode_hex_tag(value)),
+            b"v1" => candidates.offer(verify::decode_hex_tag(value, Scheme::Hmac, TAG_BYTES)),
             _ => {}
         }
     }

@@ -198,12 +198,7 @@ impl Setup {
             let _ = writeln!(t, "[[source]]");
             let _ = writeln!(t, "id = {}", quote(s.id));
             let _ = writeln!(t, "tenant = {}", quote(s.tenant));
-            let provider = match s.provider {
-                Provider::Stripe => "stripe",
-                Provider::Github => "github",
-                Provider::Standard => "standard",
-            };
-            let _ = writeln!(t, "provider = {}", quote(provider));
+            let _ = writeln!(t, "provider = {}", quote(s.provider.name()));
             let secrets: Vec<String> = s
                 .secrets
                 .iter()

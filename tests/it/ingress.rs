@@ -104,11 +104,7 @@ pub fn assert_forward(
         "Hookwall-Received-At {received:?} is not about now"
     );
     let verification = fwd.header("hookwall-verification");
-    let provider = match source.provider {
-        Provider::Stripe => "stripe",
-        Provider::Github => "github",
-        Provider::Standard => "standard",
-    };
+    let provider = source.provider.name();
     assert!(
         verification.contains(provider),
         "Hookwall-Verification {verification:?} names the provider {provider}"

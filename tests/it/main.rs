@@ -48,6 +48,7 @@ mod logs;
 mod metrics;
 mod observability;
 mod operator;
+mod providers;
 mod reload;
 mod shedding;
 mod sign;

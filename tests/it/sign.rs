@@ -17,6 +17,32 @@ pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 /// Standard Webhooks secret of source `standard-a` (the spec's example form).
 pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
+/// Seed of the Ed25519 key pair that signs Standard Webhooks v1a test deliveries (a sender's
+/// `whsk_`; hookwall never sees it).
+pub const STANDARD_V1A_SEED: [u8; 32] = [0x11; 32];
+/// The public key of [`STANDARD_V1A_SEED`] as a dashboard shows it, computed outside Rust with
+/// PyNaCl (`SigningKey(bytes([0x11] * 32)).verify_key`); `v1a_public_key_matches_seed` checks
+/// ring agrees.
+pub const STANDARD_V1A_PUBLIC: &str = "whpk_0EqyMnQrtKs6E2i9RhXk5tAiSrcaAWuvhSCjMsl3hzc=";
+/// Svix endpoint secret of source `svix-a`.
+pub const SVIX_SECRET: &str = "whsec_aG9va3dhbGwtc3ZpeC1pdC1zZWNyZXQ=";
+/// Slack signing secret of source `slack-a` (used as written).
+pub const SLACK_SECRET: &str = "hookwall0it0slack0signing0secret";
+/// Shopify client secret of source `shopify-a` (used as written).
+pub const SHOPIFY_SECRET: &str = "shpss_hookwall_it_client_secret";
+/// Paddle notification secret key of source `paddle-a` (used as written).
+pub const PADDLE_SECRET: &str = "pdl_ntfset_01hookwall_it_secret";
+/// Twitch EventSub secret of source `twitch-a` (used as written).
+pub const TWITCH_SECRET: &str = "hookwall-it-twitch-secret";
+/// Typeform webhook secret of source `typeform-a` (used as written).
+pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
+/// PagerDuty webhook subscription secret of source `pagerduty-a` (used as written).
+pub const PAGERDUTY_SECRET: &str = "hookwall-it-pagerduty-secret";
+/// Segment shared secret of source `segment-a` (used as written).
+pub const SEGMENT_SECRET: &str = "hookwall-it-segment-secret";
+/// GitLab secret token of source `gitlab-a`.
+pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
+
 /// A provider as the tests sign for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -26,6 +52,46 @@ pub enum Provider {
     Github,
     /// Standard Webhooks v1; id in `webhook-id`.
     Standard,
+    /// Standard Webhooks v1a (Ed25519, signed with [`STANDARD_V1A_SEED`]); id in `webhook-id`.
+    StandardV1a,
+    /// Slack Events API (`X-Slack-Signature: v0=…`); id in body `event_id`.
+    Slack,
+    /// Svix (`svix-*` headers, v1); id in `svix-id`.
+    Svix,
+    /// `X-Shopify-Hmac-Sha256` (base64); id in `X-Shopify-Event-Id`, type `X-Shopify-Topic`.
+    Shopify,
+    /// `Paddle-Signature: ts=…;h1=…`; id body `event_id`, type body `event_type`.
+    Paddle,
+    /// Twitch EventSub (`Twitch-Eventsub-Message-*`); id the message id.
+    Twitch,
+    /// `Typeform-Signature: sha256=…` (base64); id body `event_id`, type body `event_type`.
+    Typeform,
+    /// `X-Gitlab-Token`; id in `Idempotency-Key`, type in `X-Gitlab-Event`.
+    Gitlab,
+    /// `X-Signature` (hex HMAC-SHA1); id body `messageId`, type body `type`.
+    Segment,
+    /// `X-PagerDuty-Signature: v1=…`; id body `event.id`, type `event.event_type`.
+    Pagerduty,
+}
+
+impl Provider {
+    /// The config spelling (`provider = "…"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Stripe => "stripe",
+            Provider::Github => "github",
+            Provider::Standard | Provider::StandardV1a => "standard",
+            Provider::Slack => "slack",
+            Provider::Svix => "svix",
+            Provider::Shopify => "shopify",
+            Provider::Paddle => "paddle",
+            Provider::Twitch => "twitch",
+            Provider::Typeform => "typeform",
+            Provider::Gitlab => "gitlab",
+            Provider::Segment => "segment",
+            Provider::Pagerduty => "pagerduty",
+        }
+    }
 }
 
 /// HMAC-SHA256 of the concatenated `parts` keyed by `key`.
@@ -62,6 +128,33 @@ pub fn standard_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> Strin
     format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag))
 }
 
+/// Svix's `svix-signature` entry: the Standard Webhooks v1 computation.
+pub fn svix_signature(secret: &str, id: &str, ts: i64, body: &[u8]) -> String {
+    standard_signature(secret, id, ts, body)
+}
+
+/// Standard Webhooks `v1a,` + base64 Ed25519 signature over `"{id}.{ts}.{body}"` by the key
+/// pair of `seed`.
+pub fn standard_v1a_signature(seed: &[u8; 32], id: &str, ts: i64, body: &[u8]) -> String {
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(seed).expect("a valid seed");
+    let message = [id.as_bytes(), b".", ts.to_string().as_bytes(), b".", body].concat();
+    let sig = pair.sign(&message);
+    format!("v1a,{}", base64::engine::general_purpose::STANDARD.encode(sig.as_ref()))
+}
+
+/// Slack's `X-Slack-Signature`: `v0=` + hex HMAC-SHA256 over `"v0:{ts}:{body}"`, keyed by the
+/// signing secret's bytes as written.
+pub fn slack_signature(secret: &str, ts: i64, body: &[u8]) -> String {
+    let mac = hmac_sha256(secret.as_bytes(), &[b"v0:", ts.to_string().as_bytes(), b":", body]);
+    format!("v0={}", hex::encode(mac))
+}
+
+/// Shopify's `X-Shopify-Hmac-Sha256`: base64 HMAC-SHA256 over the body, keyed by the secret's
+/// bytes as written.
+pub fn shopify_signature(secret: &str, body: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(hmac_sha256(secret.as_bytes(), &[body]))
+}
+
 /// The wall clock in Unix seconds (the signing time of a fresh delivery).
 pub fn now_unix_s() -> i64 {
     let since = std::time::SystemTime::now()
@@ -90,13 +183,37 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"note":"{note}"}}}}}}"#
         ),
         Provider::Github => format!(r#"{{"action":"opened","delivery":"{id}","zen":"{note}"}}"#),
-        Provider::Standard => format!(r#"{{"type":"invoice.paid","data":{{"note":"{note}"}}}}"#),
+        Provider::Standard | Provider::StandardV1a | Provider::Svix => {
+            format!(r#"{{"type":"invoice.paid","data":{{"note":"{note}"}}}}"#)
+        }
+        Provider::Slack => format!(
+            r#"{{"type":"event_callback","event_id":"{id}","event":{{"type":"message","text":"{note}"}}}}"#
+        ),
+        Provider::Shopify => format!(r#"{{"id":820982911946154508,"note":"{note}"}}"#),
+        Provider::Paddle => format!(
+            r#"{{"event_id":"{id}","event_type":"transaction.completed","data":{{"note":"{note}"}}}}"#
+        ),
+        Provider::Twitch => {
+            format!(r#"{{"subscription":{{"type":"channel.follow"}},"event":{{"note":"{note}"}}}}"#)
+        }
+        Provider::Typeform => format!(
+            r#"{{"event_id":"{id}","event_type":"form_response","form_response":{{"note":"{note}"}}}}"#
+        ),
+        Provider::Gitlab => format!(r#"{{"object_kind":"push","note":"{note}"}}"#),
+        Provider::Pagerduty => format!(
+            r#"{{"event":{{"id":"{id}","event_type":"incident.triggered","data":{{"note":"{note}"}}}}}}"#
+        ),
+        Provider::Segment => {
+            format!(r#"{{"messageId":"{id}","type":"track","properties":{{"note":"{note}"}}}}"#)
+        }
     };
     text.into_bytes()
 }
 
 /// The headers of a delivery of `body` as event `id`, signed by `secret` at `t` (Unix s).
-/// `Content-Type: application/json` is included.
+/// `Content-Type: application/json` is included. For [`Provider::StandardV1a`], `secret` is
+/// the configured public key; the delivery is signed with [`STANDARD_V1A_SEED`] when it is
+/// [`STANDARD_V1A_PUBLIC`], and with another seed otherwise (a wrong key).
 pub fn headers(
     provider: Provider,
     secret: &str,
@@ -117,6 +234,64 @@ pub fn headers(
             h.push(("webhook-timestamp".to_owned(), t.to_string()));
             h.push(("webhook-signature".to_owned(), standard_signature(secret, id, t, body)));
         }
+        Provider::StandardV1a => {
+            let seed = if secret == STANDARD_V1A_PUBLIC { STANDARD_V1A_SEED } else { [0x22; 32] };
+            h.push(("webhook-id".to_owned(), id.to_owned()));
+            h.push(("webhook-timestamp".to_owned(), t.to_string()));
+            h.push(("webhook-signature".to_owned(), standard_v1a_signature(&seed, id, t, body)));
+        }
+        Provider::Slack => {
+            h.push(("X-Slack-Request-Timestamp".to_owned(), t.to_string()));
+            h.push(("X-Slack-Signature".to_owned(), slack_signature(secret, t, body)));
+        }
+        Provider::Svix => {
+            h.push(("svix-id".to_owned(), id.to_owned()));
+            h.push(("svix-timestamp".to_owned(), t.to_string()));
+            h.push(("svix-signature".to_owned(), svix_signature(secret, id, t, body)));
+        }
+        Provider::Shopify => {
+            h.push(("X-Shopify-Hmac-Sha256".to_owned(), shopify_signature(secret, body)));
+            h.push(("X-Shopify-Event-Id".to_owned(), id.to_owned()));
+            h.push(("X-Shopify-Webhook-Id".to_owned(), format!("wh-{id}-{t}")));
+            h.push(("X-Shopify-Topic".to_owned(), "orders/create".to_owned()));
+            h.push(("X-Shopify-Triggered-At".to_owned(), t.to_string()));
+        }
+        Provider::Paddle => {
+            let mac = hmac_sha256(secret.as_bytes(), &[t.to_string().as_bytes(), b":", body]);
+            h.push(("Paddle-Signature".to_owned(), format!("ts={t};h1={}", hex::encode(mac))));
+        }
+        Provider::Twitch => {
+            let at = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(u64::try_from(t).expect("t after 1970"));
+            let ts = humantime::format_rfc3339_nanos(at).to_string();
+            let mac = hmac_sha256(secret.as_bytes(), &[id.as_bytes(), ts.as_bytes(), body]);
+            let sig = format!("sha256={}", hex::encode(mac));
+            h.push(("Twitch-Eventsub-Message-Id".to_owned(), id.to_owned()));
+            h.push(("Twitch-Eventsub-Message-Timestamp".to_owned(), ts));
+            h.push(("Twitch-Eventsub-Message-Signature".to_owned(), sig));
+            h.push(("Twitch-Eventsub-Message-Type".to_owned(), "notification".to_owned()));
+            h.push(("Twitch-Eventsub-Subscription-Type".to_owned(), "channel.follow".to_owned()));
+        }
+        Provider::Typeform => {
+            let mac = hmac_sha256(secret.as_bytes(), &[body]);
+            let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
+            h.push(("Typeform-Signature".to_owned(), format!("sha256={b64}")));
+        }
+        Provider::Pagerduty => {
+            let v1 = hex::encode(hmac_sha256(secret.as_bytes(), &[body]));
+            h.push(("X-PagerDuty-Signature".to_owned(), format!("v1={v1}")));
+        }
+        Provider::Segment => {
+            let key =
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+            h.push(("X-Signature".to_owned(), hex::encode(ring::hmac::sign(&key, body))));
+        }
+        Provider::Gitlab => {
+            h.push(("X-Gitlab-Token".to_owned(), secret.to_owned()));
+            h.push(("X-Gitlab-Event".to_owned(), "Push Hook".to_owned()));
+            h.push(("Idempotency-Key".to_owned(), id.to_owned()));
+            h.push(("X-Gitlab-Event-UUID".to_owned(), format!("uuid-{id}-{t}")));
+        }
     }
     h
 }
@@ -130,4 +305,14 @@ pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) 
 /// Removes header `name` (case-insensitive) from `headers`.
 pub fn remove_header(headers: &mut Vec<(String, String)>, name: &str) {
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+}
+
+/// The hard-coded v1a public key is the one of the seed (ring agrees with PyNaCl).
+#[test]
+fn v1a_public_key_matches_seed() {
+    use ring::signature::KeyPair as _;
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&STANDARD_V1A_SEED)
+        .expect("a valid seed");
+    let public = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
+    assert_eq!(format!("whpk_{public}"), STANDARD_V1A_PUBLIC);
 }

@@ -1,14 +1,17 @@
-//! Signature vectors made by the providers' own libraries (`tests/vectors/gen_vectors.py`:
-//! stripe-python's `WebhookSignature.generate_signature_header`, standardwebhooks'
-//! `Webhook.sign`), plus GitHub's documented example, checked with the library API
-//! `hookwall::verify::verify` (R1, R2, R6). CI regenerates the JSON before the tests; the
+//! Signature vectors made by the providers' own libraries or, where a provider ships none, as
+//! its documentation describes (`tests/vectors/gen_vectors.py`, which states the provenance of
+//! each provider's cases: stripe-python, standardwebhooks, svix, PyNaCl for Standard Webhooks
+//! v1a, Python's `hmac` per Shopify's documented example, GitLab's documented headers), plus
+//! GitHub's documented example, checked with the library API `hookwall::verify::verify` and
+//! `hookwall::inspect::inspect` (R1, R2, R6, R8). CI regenerates the JSON before the tests; the
 //! committed copy keeps `cargo test` working offline.
 
 use std::time::Duration;
 
 use hookwall::config::{Secret, SourceConfig};
 use hookwall::http::Request;
-use hookwall::provider::{hmac_key, Provider};
+use hookwall::inspect::inspect;
+use hookwall::provider::{key, Provider};
 use hookwall::verify::{verify, Reject};
 
 /// One source of `provider` with the single key `secret` (as the dashboard shows it).
@@ -22,8 +25,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         event_types: None,
         secrets: vec![Secret {
             id: "k".to_owned(),
-            key: hmac_key(provider, secret)
-                .unwrap_or_else(|e| panic!("secret of {provider:?}: {e}")),
+            key: key(provider, secret).unwrap_or_else(|e| panic!("secret of {provider:?}: {e}")),
             not_before: None,
             not_after: None,
         }],
@@ -53,8 +55,23 @@ fn flipped(body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Checks one authentic case: Ok at its timestamp, `SignatureInvalid` with a flipped body
-/// byte, and (for timestamped schemes) `Stale` just past the tolerance.
+/// A key of the same form as `secret` that is not it (the wrong-key case).
+fn other_secret(provider: Provider, secret: &str) -> String {
+    match provider {
+        // 32 zero bytes: a well-formed Ed25519 public key or HMAC key no case uses.
+        Provider::Standard | Provider::Svix if secret.starts_with("whpk_") => {
+            "whpk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
+        }
+        Provider::Standard | Provider::Svix => {
+            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
+        }
+        _ => format!("{secret}x"),
+    }
+}
+
+/// Checks one authentic case: Ok at its timestamp with an event id; `SignatureInvalid` with a
+/// flipped body byte (where the body is signed) or another key; for timestamped schemes,
+/// `Stale` one second past the tolerance (300 s) or the future skew (60 s), fresh at both.
 fn check(
     name: &str,
     provider: Provider,
@@ -64,26 +81,32 @@ fn check(
     t: i64,
 ) {
     let source = source(provider, secret);
-    let verified = verify(&source, &request(headers, body), t);
+    let req = request(headers, body);
+    let verified = verify(&source, &req, t);
     let verified = verified.unwrap_or_else(|e| panic!("{name}: expected authentic, got {e:?}"));
     assert_eq!(verified.secret_index, 0, "{name}");
     let signed_at = provider.signs_timestamp().then_some(t);
     assert_eq!(verified.signed_at, signed_at, "{name}: signed timestamp");
+    // GitHub's documented example body ("Hello, World!") is no JSON event; all others are.
+    if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
+        let inspected = inspect(&source, &req).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert!(!inspected.event_id.is_empty(), "{name}: event id");
+    }
+    // GitLab's token binds no body: a changed body is still authentic (docs/providers.md).
+    let flipped_expect =
+        if provider == Provider::Gitlab { Ok(verified) } else { Err(Reject::SignatureInvalid) };
     assert_eq!(
         verify(&source, &request(headers, &flipped(body)), t),
-        Err(Reject::SignatureInvalid),
+        flipped_expect,
         "{name}: flipped byte"
     );
+    let wrong = self::source(provider, &other_secret(provider, secret));
+    assert_eq!(verify(&wrong, &req, t), Err(Reject::SignatureInvalid), "{name}: wrong key");
     if provider.signs_timestamp() {
-        assert_eq!(
-            verify(&source, &request(headers, body), t + 301),
-            Err(Reject::Stale),
-            "{name}: 301 s later"
-        );
-        assert!(
-            verify(&source, &request(headers, body), t + 300).is_ok(),
-            "{name}: exactly at the tolerance"
-        );
+        assert_eq!(verify(&source, &req, t + 301), Err(Reject::Stale), "{name}: 301 s later");
+        assert!(verify(&source, &req, t + 300).is_ok(), "{name}: exactly at the tolerance");
+        assert_eq!(verify(&source, &req, t - 61), Err(Reject::Stale), "{name}: 61 s ahead");
+        assert!(verify(&source, &req, t - 60).is_ok(), "{name}: exactly at the future skew");
     }
 }
 
@@ -96,24 +119,18 @@ fn official_library_vectors_verify() {
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
     let cases = doc["cases"].as_array().expect("a cases array");
-    let mut counts = (0, 0);
+    let mut counts = std::collections::BTreeMap::new();
     for case in cases {
         let name = format!(
             "{} / {}",
             case["provider"].as_str().unwrap_or("?"),
             case["name"].as_str().unwrap_or("?")
         );
-        let provider = match case["provider"].as_str() {
-            Some("stripe") => {
-                counts.0 += 1;
-                Provider::Stripe
-            }
-            Some("standard") => {
-                counts.1 += 1;
-                Provider::Standard
-            }
-            other => panic!("{name}: unknown provider {other:?}"),
-        };
+        let provider = case["provider"]
+            .as_str()
+            .and_then(Provider::parse)
+            .unwrap_or_else(|| panic!("{name}: unknown provider"));
+        *counts.entry(provider.name()).or_insert(0) += 1;
         let secret = case["secret"].as_str().expect("secret");
         let body = case["body"].as_str().expect("body").as_bytes();
         let t = case["timestamp"].as_i64().expect("timestamp");
@@ -125,7 +142,14 @@ fn official_library_vectors_verify() {
             .collect();
         check(&name, provider, secret, &headers, body, t);
     }
-    assert!(counts.0 >= 3 && counts.1 >= 3, "several cases per provider, got {counts:?}");
+    let with_several = ["stripe", "slack", "standard", "svix", "shopify", "paddle", "twitch"];
+    for provider in with_several.into_iter().chain(["typeform", "segment", "pagerduty"]) {
+        let n = counts.get(provider).copied().unwrap_or(0);
+        assert!(n >= 3, "several cases for {provider}, got {counts:?}");
+    }
+    assert!(counts.contains_key("gitlab"), "a GitLab case, got {counts:?}");
+    let v1a = cases.iter().filter(|c| c["secret"].as_str().is_some_and(|s| s.starts_with("whpk_")));
+    assert!(v1a.count() >= 3, "several Standard Webhooks v1a cases");
 
     // GitHub's documented example ("Validating webhook deliveries"): no signed timestamp.
     let headers = [(

@@ -17,7 +17,47 @@ Signing code used (read in the installed package sources):
   ``WebhookSignature.verify_header(payload, header, secret, tolerance=None)``.
 * standardwebhooks (1.1.0, standardwebhooks/webhooks.py): ``Webhook(secret).sign(msg_id,
   timestamp: datetime, data: str)`` -> ``v1,{base64}`` (HMAC-SHA256 keyed by the base64-decoded
-  secret after its ``whsec_`` prefix, over ``"{id}.{ts}.{body}"``).
+  secret after its ``whsec_`` prefix, over ``"{id}.{ts}.{body}"``). Each is checked with
+  ``Webhook(secret).verify`` at its own timestamp.
+* Standard Webhooks v1a (asymmetric): the Python library implements only v1, so these are made
+  as the spec describes with PyNaCl (1.6.2, libsodium's Ed25519): ``nacl.signing.SigningKey``
+  from a fixed seed signs ``"{id}.{ts}.{body}"``; the entry is ``v1a,{base64 signature}``; the
+  receiver's key is ``whpk_{base64 of the 32-byte verify key}``. Each signature is checked
+  with ``VerifyKey.verify``.
+* svix (2.9.1, svix/webhooks.py): ``svix.webhooks.Webhook(secret).sign(msg_id, timestamp,
+  data)`` (delegates to standardwebhooks), sent as ``svix-id``/``svix-timestamp``/
+  ``svix-signature``, and checked with ``svix.webhooks.Webhook(secret).verify`` on those
+  headers at the signed time.
+* slack_sdk (3.48.0, slack_sdk/signature/__init__.py): ``SignatureVerifier(secret).
+  generate_signature(timestamp=, body=)`` -> ``v0={hex}``, each checked with the same class's
+  ``is_valid`` under a clock frozen at the signed time. The first case is the example of
+  Slack's "Verifying requests from Slack" (a slash-command form body; the SDK reproduces the
+  documented signature, which is asserted).
+* shopify: Shopify ships no Python verifier; the cases follow the Python example of Shopify's
+  "Verify the webhook" docs (``base64.b64encode(hmac.new(secret.encode(), body,
+  hashlib.sha256).digest())``), computed here with Python's ``hmac`` (independent of ring).
+* paddle-python-sdk (1.16.1, paddle_billing/Notifications/PaddleSignature.py): the header is
+  ``ts={t};h1={PaddleSignature.calculate_hmac(secret, f"{t}:{body}").hexdigest()}``, each
+  checked with ``PaddleSignature().verify(header, body, Secret(secret))``; one case carries
+  two ``h1`` (rotation), the second from the source's secret.
+* twitch: Twitch ships no Python verifier; the cases follow "Handling webhook events"
+  (``"sha256=" + hex(HMAC-SHA256(secret, message_id + timestamp + body))``, RFC 3339
+  timestamps with nanoseconds), computed with Python's ``hmac``.
+* typeform: Typeform ships no verifier; the cases follow "Secure your webhooks"
+  (``"sha256=" + base64(HMAC-SHA256(secret, body))``), computed with Python's ``hmac``.
+* pagerduty: PagerDuty ships no Python verifier; the cases follow "Verifying Signatures"
+  (``X-PagerDuty-Signature: v1=<hex HMAC-SHA256 of the body>``, comma-separated while
+  rotating), computed with Python's ``hmac``.
+* segment: Segment ships no Python verifier; the cases follow its Webhooks destination docs
+  (``X-Signature`` = hex HMAC-SHA1 of the body with the shared secret), computed with
+  Python's ``hmac``.
+* gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
+  (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
+  docs. Nothing is computed.
+
+Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
+``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
+headers carrying several signatures of which one matches.
 
 Inputs are fixed (no randomness, no clock), so the output is stable and a regenerated file only
 differs when a library changes what it computes. Each case carries the secret exactly as the
@@ -31,8 +71,15 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import hashlib
+import hmac
+
+import nacl.signing
 import standardwebhooks
 import stripe
+import svix.webhooks
+from paddle_billing.Notifications import PaddleSignature, Secret
+from slack_sdk.signature import SignatureVerifier
 from standardwebhooks.webhooks import Webhook
 
 try:
@@ -91,13 +138,19 @@ def standard_cases():
          "msg_noprefix", 1262304000, '{"type":"ping"}'),
     ]
     cases = []
+    inputs.append(("escaped JSON as sent", "whsec_" + base64.b64encode(b"escaped-json-key").decode(),
+                   "msg_escaped", 1700000456, ESCAPED_BODY))
+    inputs.append(("trailing CRLF", "whsec_" + base64.b64encode(b"crlf-body-key-0001").decode(),
+                   "msg_crlf", 1700000789, CRLF_BODY))
     for name, secret, msg_id, t, body in inputs:
         signature = Webhook(secret).sign(msg_id, at(t), body)
-        cases.append(case("standard", name, secret, t, body, {
+        headers = {
             "webhook-id": msg_id,
             "webhook-timestamp": str(t),
             "webhook-signature": signature,
-        }))
+        }
+        checked_by_library(t, lambda: Webhook(secret).verify(body, headers, json_parse=False))
+        cases.append(case("standard", name, secret, t, body, headers))
 
     secret = "whsec_" + base64.b64encode(b"rotated-standard-key-new").decode()
     other = "whsec_" + base64.b64encode(b"rotated-standard-key-old").decode()
@@ -113,6 +166,292 @@ def standard_cases():
         "webhook-signature": signatures,
     }))
     return cases
+
+
+def frozen_now(unix_s):
+    """Runs a library's own verify() as if the clock read ``unix_s`` (its tolerance is 5 min)."""
+    import standardwebhooks.webhooks as module
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.fromtimestamp(unix_s, tz=tz)
+
+    return module, Frozen
+
+
+def checked_by_library(unix_s, verify):
+    """Calls ``verify()`` with standardwebhooks' clock frozen at ``unix_s``."""
+    module, frozen = frozen_now(unix_s)
+    real = module.datetime
+    module.datetime = frozen
+    try:
+        verify()
+    finally:
+        module.datetime = real
+
+
+ESCAPED_BODY = '{"type":"invoice.paid","url":"https:\\/\\/example.com\\/a?b=1\\u0026c=2"}'
+CRLF_BODY = '{"type":"invoice.paid","n":1}\r\n'
+
+
+def standard_v1a_cases():
+    """Standard Webhooks v1a (Ed25519) cases, made per the spec with PyNaCl."""
+    cases = []
+    inputs = [
+        ("v1a, seed 0..31", bytes(range(32)), "msg_v1a_1", 1614265330, '{"test": 2432232314}'),
+        ("v1a, escaped JSON as sent", bytes([7] * 32), "msg_v1a_2", 1700000123, ESCAPED_BODY),
+        ("v1a, trailing CRLF", bytes([9] * 32), "msg_v1a_3", 1735689600, CRLF_BODY),
+    ]
+    for name, seed, msg_id, t, body in inputs:
+        signing = nacl.signing.SigningKey(seed)
+        whpk = "whpk_" + base64.b64encode(bytes(signing.verify_key)).decode()
+        content = f"{msg_id}.{t}.{body}".encode()
+        signature = signing.sign(content).signature
+        signing.verify_key.verify(content, signature)
+        entry = "v1a," + base64.b64encode(signature).decode()
+        cases.append(case("standard", name, whpk, t, body, {
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(t),
+            "webhook-signature": entry,
+        }))
+    # A v1 entry from a symmetric key and another key's v1a before the matching v1a.
+    signing, other = nacl.signing.SigningKey(bytes([3] * 32)), nacl.signing.SigningKey(bytes([4] * 32))
+    msg_id, t, body = "msg_v1a_several", 1714000000, '{"type":"invoice.paid"}'
+    content = f"{msg_id}.{t}.{body}".encode()
+    entries = " ".join([
+        Webhook("whsec_" + base64.b64encode(b"some-symmetric-key").decode()).sign(msg_id, at(t), body),
+        "v1a," + base64.b64encode(other.sign(content).signature).decode(),
+        "v1a," + base64.b64encode(signing.sign(content).signature).decode(),
+    ])
+    cases.append(case("standard", "v1a, several signatures, third matches",
+                      "whpk_" + base64.b64encode(bytes(signing.verify_key)).decode(), t, body, {
+                          "webhook-id": msg_id,
+                          "webhook-timestamp": str(t),
+                          "webhook-signature": entries,
+                      }))
+    return cases
+
+
+def svix_cases():
+    """Svix cases signed with the svix library and checked with its own verify()."""
+    inputs = [
+        ("docs example secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+         "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}'),
+        ("escaped JSON as sent", "whsec_" + base64.b64encode(b"svix-escaped-body-key").decode(),
+         "msg_svix_escaped", 1700000123, ESCAPED_BODY),
+        ("trailing CRLF", "whsec_" + base64.b64encode(b"svix-crlf-body-key-000").decode(),
+         "msg_svix_crlf", 1735689600, CRLF_BODY),
+    ]
+    cases = []
+    for name, secret, msg_id, t, body in inputs:
+        wh = svix.webhooks.Webhook(secret)
+        headers = {"svix-id": msg_id, "svix-timestamp": str(t),
+                   "svix-signature": wh.sign(msg_id, at(t), body)}
+        checked_by_library(t, lambda: wh.verify(body, headers))
+        cases.append(case("svix", name, secret, t, body, headers))
+
+    secret = "whsec_" + base64.b64encode(b"svix-rotated-new-key").decode()
+    old = "whsec_" + base64.b64encode(b"svix-rotated-old-key").decode()
+    msg_id, t, body = "msg_svix_rotated", 1714000000, '{"type":"invoice.paid"}'
+    headers = {"svix-id": msg_id, "svix-timestamp": str(t), "svix-signature": " ".join([
+        svix.webhooks.Webhook(old).sign(msg_id, at(t), body),
+        svix.webhooks.Webhook(secret).sign(msg_id, at(t), body),
+    ])}
+    checked_by_library(t, lambda: svix.webhooks.Webhook(secret).verify(body, headers))
+    cases.append(case("svix", "two signatures while rotating, second matches", secret, t, body,
+                      headers))
+    return cases
+
+
+SLACK_DOCS_BODY = (
+    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V"
+    "&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text="
+    "&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmi"
+    "bIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+)
+
+
+def slack_cases():
+    """Slack cases signed and checked with slack_sdk's SignatureVerifier."""
+    class Frozen:
+        def __init__(self, t):
+            self.t = t
+
+        def now(self):
+            return float(self.t)
+
+    inputs = [
+        ("docs example (slash command form)", "8f742231b10e8888abcd99yyyzzz85a5", 1531420618,
+         SLACK_DOCS_BODY),
+        ("event_callback", "0123456789abcdef0123456789abcdef", 1700000000,
+         '{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"message","text":"hi"}}'),
+        ("escaped JSON as sent", "hookwall-slack-signing-secret-01", 1700000321,
+         '{"type":"event_callback","event_id":"Ev_escaped","event":{"text":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", "hookwall-slack-signing-secret-02", 1735689600,
+         '{"type":"event_callback","event_id":"Ev_crlf"}\r\n'),
+    ]
+    cases = []
+    for name, secret, t, body in inputs:
+        verifier = SignatureVerifier(secret, clock=Frozen(t))
+        signature = verifier.generate_signature(timestamp=str(t), body=body)
+        assert verifier.is_valid(body=body, timestamp=str(t), signature=signature)
+        cases.append(case("slack", name, secret, t, body, {
+            "X-Slack-Request-Timestamp": str(t),
+            "X-Slack-Signature": signature,
+        }))
+    assert cases[0]["headers"]["X-Slack-Signature"] == (
+        "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"), "Slack's docs"
+    return cases
+
+
+def shopify_cases():
+    """Shopify cases per Shopify's documented Python verification."""
+    inputs = [
+        ("order", "shpss_0123456789abcdef0123456789abcdef",
+         '{"id":820982911946154508,"email":"jon@example.com","total_price":"403.00"}'),
+        ("escaped JSON as sent", "hookwall-shopify-client-secret", ESCAPED_BODY),
+        ("trailing CRLF", "hookwall-shopify-crlf", CRLF_BODY),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+        cases.append(case("shopify", name, secret, 1700000000, body, {
+            "X-Shopify-Hmac-Sha256": base64.b64encode(digest).decode(),
+            "X-Shopify-Event-Id": "98880550-7158-44d4-b7cd-2c97c8a091b5",
+            "X-Shopify-Topic": "orders/create",
+        }))
+    return cases
+
+
+def paddle_cases():
+    """Paddle Billing cases signed with the SDK's HMAC helper and checked by its verifier."""
+    inputs = [
+        ("transaction.completed", "pdl_ntfset_01hookwallexample_not_a_real_secret",
+         1671552777,
+         '{"event_id":"evt_01gks14ge726w50ce2rdje9rxv","event_type":"transaction.completed",'
+         '"occurred_at":"2023-01-13T12:30:00Z","notification_id":"ntf_01gks14gpcfyxpg8r1m7xvdw54",'
+         '"data":{"id":"txn_01","status":"completed"}}'),
+        ("escaped JSON as sent", "pdl_ntfset_hookwall_escaped", 1700000000,
+         '{"event_id":"evt_escaped","event_type":"customer.updated","data":'
+         '{"name":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", "pdl_ntfset_hookwall_crlf", 1735689600,
+         '{"event_id":"evt_crlf","event_type":"customer.created"}\r\n'),
+    ]
+    cases = []
+    for name, secret, t, body in inputs:
+        h1 = PaddleSignature.calculate_hmac(secret, f"{t}:{body}".encode()).hexdigest()
+        header = f"ts={t};h1={h1}"
+        assert PaddleSignature().verify(header, body, Secret(secret))
+        cases.append(case("paddle", name, secret, t, body, {"Paddle-Signature": header}))
+    old, new, t = "pdl_ntfset_hookwall_old", "pdl_ntfset_hookwall_new", 1714000000
+    body = '{"event_id":"evt_rotated","event_type":"subscription.updated"}'
+    hashes = [PaddleSignature.calculate_hmac(s, f"{t}:{body}".encode()).hexdigest() for s in (old, new)]
+    header = f"ts={t};h1={hashes[0]};h1={hashes[1]}"
+    assert PaddleSignature().verify(header, body, Secret(new))
+    cases.append(case("paddle", "two h1 while rotating, second matches", new, t, body,
+                      {"Paddle-Signature": header}))
+    return cases
+
+
+def twitch_cases():
+    """Twitch EventSub cases per Twitch's documented computation."""
+    inputs = [
+        ("channel.follow notification", "hookwall-twitch-secret-0123",
+         "befa7b53-d79d-478f-86b9-120f112b044e", 1573899072, "634234626",
+         '{"subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","type":"channel.follow"},'
+         '"event":{"user_login":"cool_user","broadcaster_user_login":"cooler_user"}}'),
+        ("escaped JSON as sent", "hookwall-twitch-escaped", "msg-escaped", 1700000000, "5",
+         '{"subscription":{"type":"channel.update"},"event":{"title":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", "hookwall-twitch-crlf", "msg-crlf", 1735689600, "000000001",
+         '{"subscription":{"type":"stream.online"},"event":{}}\r\n'),
+    ]
+    cases = []
+    for name, secret, msg_id, t, fraction, body in inputs:
+        stamp = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        ts = f"{stamp}.{fraction}Z"
+        mac = hmac.new(secret.encode(), (msg_id + ts + body).encode(), hashlib.sha256).hexdigest()
+        subscription = json.loads(body)["subscription"]["type"]
+        cases.append(case("twitch", name, secret, t, body, {
+            "Twitch-Eventsub-Message-Id": msg_id,
+            "Twitch-Eventsub-Message-Timestamp": ts,
+            "Twitch-Eventsub-Message-Signature": "sha256=" + mac,
+            "Twitch-Eventsub-Message-Type": "notification",
+            "Twitch-Eventsub-Subscription-Type": subscription,
+        }))
+    return cases
+
+
+def typeform_cases():
+    """Typeform cases per Typeform's documented computation."""
+    inputs = [
+        ("form_response", "hookwall-typeform-secret",
+         '{"event_id":"01HXYZ0TYPEFORM0EVENT","event_type":"form_response",'
+         '"form_response":{"form_id":"lT4Z3j","answers":[{"type":"text","text":"Zo\u00eb"}]}}'),
+        ("escaped JSON as sent", "typeform secret with spaces",
+         '{"event_id":"01HESCAPED","event_type":"form_response","form_response":'
+         '{"hidden":{"url":"https:\\/\\/x.test\\/?a=1\\u0026b=2"}}}'),
+        ("trailing CRLF", "typeform-crlf", '{"event_id":"01HCRLF","event_type":"form_response"}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+        cases.append(case("typeform", name, secret, 1700000000, body, {
+            "Typeform-Signature": "sha256=" + base64.b64encode(digest).decode(),
+        }))
+    return cases
+
+
+def pagerduty_cases():
+    """PagerDuty Webhooks v3 cases per PagerDuty's documented computation."""
+    inputs = [
+        ("incident.triggered", "hookwall-pagerduty-secret",
+         '{"event":{"id":"01DEN8IFLMXQQ0PKQA64YQ1X1E","event_type":"incident.triggered",'
+         '"resource_type":"incident","occurred_at":"2020-10-02T18:45:22.169Z",'
+         '"data":{"id":"PGR0VU2","type":"incident","title":"A little bump in the road"}}}'),
+        ("escaped JSON as sent", "pagerduty secret 2",
+         '{"event":{"id":"01ESCAPED","event_type":"incident.annotated",'
+         '"data":{"content":"a\\/b \\u0026 c"}}}'),
+        ("trailing CRLF", "pagerduty secret 3",
+         '{"event":{"id":"01CRLF","event_type":"incident.resolved"}}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+        other = hmac.new(b"another-secret", body.encode(), hashlib.sha256).hexdigest()
+        header = f"v1={other},v1={mac}" if name == "incident.triggered" else f"v1={mac}"
+        cases.append(case("pagerduty", name, secret, 1700000000, body,
+                          {"X-PagerDuty-Signature": header}))
+    return cases
+
+
+def segment_cases():
+    """Segment Webhooks destination cases per Segment's documented computation."""
+    inputs = [
+        ("track", "hookwall-segment-shared-secret",
+         '{"anonymousId":"23adfd82-aa0f-45a7-a756-24f2a7a4c895","event":"Order Completed",'
+         '"messageId":"ajs-f8ca1e4de5024d9430b3928bd8ac6b96","type":"track",'
+         '"properties":{"revenue":19.99},"timestamp":"2015-12-12T19:11:01.249Z"}'),
+        ("escaped JSON as sent", "segment secret 2",
+         '{"messageId":"msg-escaped","type":"page","properties":{"url":"https:\\/\\/x.test\\/?a=1\\u0026b=2"}}'),
+        ("trailing CRLF", "segment secret 3", '{"messageId":"msg-crlf","type":"identify"}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha1).hexdigest()
+        cases.append(case("segment", name, secret, 1700000000, body, {"X-Signature": mac}))
+    return cases
+
+
+def gitlab_cases():
+    """GitLab cases: the token is sent as configured; nothing binds the body."""
+    return [case("gitlab", "push hook", "hookwall-gitlab-token", 1700000000,
+                 '{"object_kind":"push","ref":"refs/heads/main"}', {
+                     "X-Gitlab-Token": "hookwall-gitlab-token",
+                     "X-Gitlab-Event": "Push Hook",
+                     "Idempotency-Key": "f0e5e2a2-b1a4-4b47-9c2c-1a8d2f3b4c5d",
+                     "X-Gitlab-Event-UUID": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                 })]
 
 
 def at(unix_s):
@@ -134,12 +473,15 @@ def case(provider, name, secret, timestamp, body, headers):
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
-    for package in ("stripe", "standardwebhooks"):
+    for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
+                    "paddle-python-sdk"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
         "libraries": versions,
-        "cases": stripe_cases() + standard_cases(),
+        "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
+        + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
+        + gitlab_cases() + segment_cases() + pagerduty_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
