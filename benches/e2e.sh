@@ -107,6 +107,8 @@ pids+=($!)
 
 # ---- hookwall: sync = true, one Stripe source forwarding to nginx.
 SECRET="whsec_e2e_bench_0123456789abcdef"
+TOKEN="e2e-bench-admin-token"
+printf '%s' "$TOKEN" >"$work/admin-token"
 cat >"$work/hookwall.toml" <<EOF
 [server]
 listen = "127.0.0.1:$HW_PORT"
@@ -118,6 +120,9 @@ io = "auto"
 path = "$work/ledger"
 sync = true
 shards = 1
+
+[admin]
+token_file = "$work/admin-token"
 
 [[source]]
 id = "stripe-bench"
@@ -164,6 +169,11 @@ loadgen() { # NAME TARGET PROVIDER SECRET ARGS...: one bounded run, report in NA
     --threads "$client_ncpu" --json --out "$results/$name.hgrm" "$@" >"$results/$name.json"
 }
 
+admin_post() { # PATH: an audited admin action (pause/resume the destination)
+  curl -s -o /dev/null -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"reason":"e2e benchmark: ingest only"}' "http://127.0.0.1:$ADMIN_PORT$1"
+}
+
 NGINX_URL="http://127.0.0.1:$NGINX_PORT/static"
 HW_URL="http://127.0.0.1:$HW_PORT/webhooks/stripe-bench"
 
@@ -186,7 +196,7 @@ loadgen warmup_nginx "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECT
 loadgen warmup_hookwall "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
 drain >/dev/null
 
-a_rates=(); b_rates=(); b_delivered=()
+a_rates=(); b_rates=(); b_delivered=(); i_rates=()
 for r in $(seq "$ROUNDS"); do
   log "== round $r/$ROUNDS: (a) nginx, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
   loadgen "a_nginx_r$r" "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
@@ -199,11 +209,18 @@ for r in $(seq "$ROUNDS"); do
   b_rates+=("$(field "$results/b_hookwall_r$r.json" 'r["status"].get("accepted", 0) / r["elapsed_s"]')")
   b_delivered+=("$(python3 -c "print(($d1 - $d0) / ($(field "$results/b_hookwall_r$r.json" 'r["elapsed_s"]') + $took))")")
   log "   drained in ${took}s"
+  log "== round $r/$ROUNDS: ingest only (destination paused), closed loop, $CONNECTIONS connections, ${PHASE_S}s"
+  admin_post /admin/destinations/nginx/pause
+  loadgen "i_ingest_r$r" "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+  i_rates+=("$(field "$results/i_ingest_r$r.json" 'r["status"].get("accepted", 0) / r["elapsed_s"]')")
+  admin_post /admin/destinations/nginx/resume
+  log "   resumed; drained in $(drain)s"
 done
 mean() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(sum(v)/len(v))' "$@"; }
 peak_a="$(mean "${a_rates[@]}")"
 peak_b="$(mean "${b_rates[@]}")"
 deliv_b="$(mean "${b_delivered[@]}")"
+peak_i="$(mean "${i_rates[@]}")"
 batch_p50="$(metric 'hookwall_ledger_commit_batch_events{quantile="0.5"}')"
 batch_sum="$(metric 'hookwall_ledger_commit_batch_events_sum')"
 batch_count="$(metric 'hookwall_ledger_commit_batch_events_count')"
@@ -270,7 +287,8 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "| (b)/(c) | | $(ratio "$peak_b" "$raw_c") |"
   echo "| (d) | open loop at 50 % of (b) = ${rate_d}/s | ack latency p50 $(ms "$(field "$d" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d" 'r["latency_us"]["p99_9"]')") (service p50 $(ms "$(field "$d" 'r["service_latency_us"]["p50"]')")) |"
   echo "| (e) | open loop at 150 % of (b) = ${rate_e}/s, $E_CONNECTIONS connections | 503: $share_503 of $e_answered answers ($overloaded overloaded); p99 of the 2xx $(ms "$(field "$e" 'r["latency_2xx_us"]["p99"]')"); answered $e_rate/s |"
-  echo "| ingest only | | TODO: needs the destination pause feature (being built in another issue); not measured |"
+  echo "| ingest only | hookwall, destination paused (events accumulate), closed loop | $(fmt0 "$peak_i") accepted/s (rounds: $(for x in "${i_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
+  echo "| ingest/(a) | | $(ratio "$peak_i" "$peak_a") |"
   echo
   echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion)."
 } | tee "$results/summary.md"
