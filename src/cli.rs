@@ -40,7 +40,8 @@ pub enum Command {
 /// `verify`'s arguments (SPEC §1).
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// Provider, as in the config (`stripe`, `github`, `standard`).
+    /// Provider, as in the config: one of this build's providers (`docs/providers.md`; an
+    /// unknown name lists them).
     #[arg(long)]
     pub provider: String,
     /// The secret exactly as the provider's dashboard shows it. It is visible to other local
@@ -96,6 +97,9 @@ pub struct ConfigArg {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    if !matches!(cli.command, Command::Serve(_)) {
+        default_sigpipe();
+    }
     match cli.command {
         Command::CheckConfig(arg) => match Config::load(&arg.config) {
             Ok(config) => {
@@ -196,4 +200,15 @@ fn init_logging(format: LogFormat) {
             builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()
         }
     };
+}
+
+/// Restores the default SIGPIPE action for the one-shot commands, as command-line tools do:
+/// `hookwall dlq list | head` then ends quietly when `head` closes the pipe instead of panicking
+/// in `println!`. Sockets are unaffected (Rust writes to them with `MSG_NOSIGNAL`); `serve`
+/// keeps SIGPIPE ignored.
+fn default_sigpipe() {
+    // SAFETY: setting a signal disposition to its default, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

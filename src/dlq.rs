@@ -53,7 +53,7 @@ pub struct DlqArgs {
 /// `dlq` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
-    /// List events in one state (default `dead`), newest keys first per page.
+    /// List events in one state (default `dead`), in ledger key order, page by page.
     List(ListArgs),
     /// Show one event: state, attempts, last error, payload while retained.
     Inspect {
@@ -199,12 +199,13 @@ struct Api {
 
 /// The two keys of the config file `dlq` needs.
 fn config_defaults(path: &std::path::Path) -> Result<(Option<String>, Option<String>), Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::Usage(format!(
-            "cannot read the config {} ({e}); give --admin and --token-file, or -c FILE",
-            path.display()
-        ))
-    })?;
+    let text =
+        crate::config::read_text(path, crate::limits::CONFIG_FILE_BYTES_MAX).map_err(|e| {
+            Failure::Usage(format!(
+                "cannot read the config {} ({e}); give --admin and --token-file, or -c FILE",
+                path.display()
+            ))
+        })?;
     let value: toml::Value = toml::from_str(&text)
         .map_err(|e| Failure::Usage(format!("{}: not valid TOML: {e}", path.display())))?;
     let get = |table: &str, key: &str| -> Result<Option<String>, Failure> {
@@ -245,7 +246,7 @@ impl Api {
                 )))
             }
         };
-        let token = std::fs::read_to_string(&token_file)
+        let token = crate::config::read_text(&token_file, crate::limits::SECRET_FILE_BYTES_MAX)
             .map_err(|e| {
                 Failure::Usage(format!("--token-file {}: cannot read: {e}", token_file.display()))
             })?

@@ -111,7 +111,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     }
     admin_state.listeners_bound.store(true, Ordering::Release);
     let tls_on = certs.is_some();
-    tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_max, io = backend.name(), tls = tls_on, connections_total_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
+    tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
     let reloader = Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics };

@@ -45,6 +45,12 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, 
         return Err(format!("{}: no PEM CERTIFICATE block in the file", cert.display()));
     }
     let key_pem = read_bounded(key, max).map_err(|e| format!("{}: {e}", key.display()))?;
+    if key_pem.windows(9).any(|w| w == b"ENCRYPTED") {
+        return Err(format!(
+            "{}: the private key is encrypted; hookwall needs it unencrypted (e.g. `openssl pkey -in KEY -out KEY.plain`), readable only by the service",
+            key.display()
+        ));
+    }
     let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         format!("{}: no PEM private key (PKCS#8, RSA or EC) in the file ({e})", key.display())
     })?;

@@ -75,7 +75,8 @@ pub(super) async fn handle(
                 Err(reply) => return reply,
             };
             let action = if *action == "replay" { OpAction::Replay } else { OpAction::Drop };
-            match reason(request, action == OpAction::Drop).await {
+            // SPEC §6: every operator action is audited with its reason.
+            match reason(request, true).await {
                 Ok(reason) => operate(operator, key, action, &caller, reason).await,
                 Err(reply) => reply,
             }
@@ -84,7 +85,7 @@ pub(super) async fn handle(
         ["destinations"] if get => destinations(&state, operator),
         ["destinations", id, switch @ ("pause" | "resume")] if post => {
             let (id, pause) = ((*id).to_owned(), *switch == "pause");
-            match reason(request, false).await {
+            match reason(request, true).await {
                 Ok(reason) => {
                     switch_destination(&state, operator, &id, pause, &caller, reason).await
                 }

@@ -26,14 +26,25 @@ use super::types::{
 use crate::limits;
 use crate::provider::{self, Provider};
 
-/// Reads at most `max` bytes of `path`.
+/// Reads at most `max` bytes of the regular file `path` (symlinks followed).
+///
+/// The file is opened non-blocking and checked to be a regular file before any read, so a
+/// FIFO, a device or a directory named by mistake is an error instead of a hang (a FIFO blocks
+/// `open` until a writer comes) or an endless read (`/dev/zero`).
 ///
 /// # Errors
-/// The IO error, or `InvalidData` when the file is longer than `max` bytes (e.g. `/dev/zero`).
+/// The IO error; `InvalidInput` "not a regular file"; `InvalidData` when the file is longer
+/// than `max` bytes.
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        let why = "not a regular file (a FIFO, device or directory?)";
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+    }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    file.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         let why = format!("longer than {max} bytes");
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
@@ -42,7 +53,7 @@ pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// [`read_bounded`] as UTF-8 text.
-fn read_text(path: &Path, max: u64) -> std::io::Result<String> {
+pub fn read_text(path: &Path, max: u64) -> std::io::Result<String> {
     String::from_utf8(read_bounded(path, max)?)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
@@ -578,8 +589,16 @@ impl Check<'_> {
         let listen = self.socket_addr("server.listen", raw.listen.as_deref(), "127.0.0.1:8080");
         let admin_listen =
             self.socket_addr("server.admin_listen", raw.admin_listen.as_deref(), "127.0.0.1:9090");
-        if listen == admin_listen {
-            self.error("server.admin_listen", format!("must differ from server.listen ({listen})"));
+        // Same port on the same or an overlapping address (0.0.0.0 covers every address) would
+        // fail at bind; port 0 picks a free port for each, so it never clashes.
+        let overlapping = listen.ip() == admin_listen.ip()
+            || listen.ip().is_unspecified()
+            || admin_listen.ip().is_unspecified();
+        if listen.port() != 0 && listen.port() == admin_listen.port() && overlapping {
+            self.error(
+                "server.admin_listen",
+                format!("{admin_listen} clashes with server.listen ({listen}): same port on an overlapping address"),
+            );
         }
         let body = self.int("server.body_bytes_max", raw.body_bytes_max, 1_048_576, BODY_BYTES);
         let header =
@@ -624,6 +643,16 @@ impl Check<'_> {
             self.error("server.tls.key", "is missing (the PEM private key of the certificate)");
         }
         let (cert, key) = (PathBuf::from(cert?), PathBuf::from(key?));
+        let mut readable = true;
+        for (field, path) in [("server.tls.cert", &cert), ("server.tls.key", &key)] {
+            if let Err(e) = read_bounded(path, limits::CONFIG_FILE_BYTES_MAX) {
+                self.error(field, format!("cannot read {}: {e}", path.display()));
+                readable = false;
+            }
+        }
+        if !readable {
+            return None;
+        }
         match crate::tls::load_certified_key(&cert, &key) {
             Ok(certified) => Some(TlsConfig { cert, key, certified }),
             Err(problem) => {
@@ -698,7 +727,7 @@ impl Check<'_> {
     /// Reads the admin bearer token: a missing, unreadable or empty file is an error (an
     /// admin API configured without a usable token would lock every operator out).
     fn admin_token(&mut self, path: &Path) -> Option<AdminToken> {
-        match std::fs::read_to_string(path) {
+        match read_text(path, limits::SECRET_FILE_BYTES_MAX) {
             Ok(text) if text.trim().is_empty() => {
                 let message =
                     format!("{} is empty; write the bearer token into it", path.display());
@@ -1213,23 +1242,64 @@ mod tests {
         assert!(loaded >= 1, "no config file found in {}", dir.display());
     }
 
-    /// A secret or TLS path naming an endless file (`/dev/zero`) is an error naming the field,
-    /// not an unbounded read.
+    /// Files named by the config are read bounded and only when regular: `/dev/zero`, a FIFO
+    /// (whose `open` would block until a writer comes) and an oversized file are errors naming
+    /// the field — for secrets, the admin token and the TLS pair — not a hang or an OOM.
     #[test]
-    fn endless_files_are_refused_not_read() {
-        let secret = MINIMAL.replace(r#"env = "GH_SECRET""#, r#"file = "/dev/zero""#);
-        assert_ne!(secret, MINIMAL, "the secret now names /dev/zero");
-        let errors = Config::from_toml_str(&secret, Path::new("z.toml"), &env)
-            .expect_err("an endless secret file is refused")
-            .to_string();
-        assert!(errors.contains("secrets[k].file"), "{errors}");
-        assert!(errors.contains("longer than"), "{errors}");
-        let tls = format!("[server.tls]\ncert = \"/dev/zero\"\nkey = \"/dev/zero\"\n{MINIMAL}");
-        let errors = Config::from_toml_str(&tls, Path::new("z.toml"), &env)
-            .expect_err("an endless certificate is refused")
-            .to_string();
-        assert!(errors.contains("server.tls"), "{errors}");
-        assert!(errors.contains("longer than"), "{errors}");
+    fn endless_blocking_and_oversized_files_are_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("no NUL");
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 2 * 1024 * 1024]).expect("big file");
+        let cases = [
+            ("/dev/zero".to_owned(), "not a regular file"),
+            (fifo.display().to_string(), "not a regular file"),
+            (dir.path().display().to_string(), "not a regular file"),
+            (big.display().to_string(), "longer than"),
+        ];
+        for (path, want) in &cases {
+            let secret = MINIMAL.replace(r#"env = "GH_SECRET""#, &format!("file = {path:?}"));
+            let errors = Config::from_toml_str(&secret, Path::new("z.toml"), &env)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                errors.contains("secrets[k].file") && errors.contains(want),
+                "{path}: {errors}"
+            );
+            let token = format!("[admin]\ntoken_file = {path:?}\n{MINIMAL}");
+            let errors = Config::from_toml_str(&token, Path::new("z.toml"), &env)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                errors.contains("admin.token_file") && errors.contains(want),
+                "{path}: {errors}"
+            );
+            let tls = format!("[server.tls]\ncert = {path:?}\nkey = {path:?}\n{MINIMAL}");
+            let errors = Config::from_toml_str(&tls, Path::new("z.toml"), &env)
+                .expect_err("refused")
+                .to_string();
+            assert!(errors.contains("server.tls") && errors.contains(want), "{path}: {errors}");
+        }
+    }
+
+    /// `0.0.0.0:P` and `127.0.0.1:P` clash (the second bind would fail); port 0 never does.
+    #[test]
+    fn admin_listen_clashes_only_on_overlapping_addresses() {
+        let with = |listen: &str, admin: &str| {
+            let text =
+                format!("[server]\nlisten = {listen:?}\nadmin_listen = {admin:?}\n{MINIMAL}");
+            Config::from_toml_str(&text, Path::new("l.toml"), &env)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert!(with("0.0.0.0:18081", "127.0.0.1:18081").is_err_and(|e| e.contains("clashes")));
+        assert!(with("127.0.0.1:18081", "[::]:18081").is_err_and(|e| e.contains("clashes")));
+        assert!(with("127.0.0.1:0", "127.0.0.1:0").is_ok(), "port 0 picks two free ports");
+        assert!(with("127.0.0.1:18081", "127.0.0.2:18081").is_ok(), "different addresses");
+        assert!(with("0.0.0.0:18081", "127.0.0.1:18082").is_ok(), "different ports");
     }
 
     #[test]
@@ -1334,7 +1404,7 @@ mod tests {
         check(
             text,
             Expect::Errors(&[
-                "server.admin_listen: must differ from server.listen",
+                "server.admin_listen: 127.0.0.1:8080 clashes with server.listen",
                 "server.body_bytes_max: 0 is not in 1..=67108864",
                 "server.read_timeout: \"soon\" is not a duration",
                 "server.trusted_proxies[#2]: prefix /33 is longer than 32 bits",

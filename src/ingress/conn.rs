@@ -542,7 +542,12 @@ impl Conn {
                 ctx.stats.count_deadline_miss(source);
             }
         }
-        tracing::debug!(source = ?source.map(|s| ctx.pipeline().config.sources[s].id.clone()), status = answer.code(), "answered");
+        tracing::debug!(
+            source =
+                source.map(|s| ctx.pipeline().config.sources[s].id.clone()).unwrap_or_default(),
+            status = answer.code(),
+            "answered"
+        );
         let now = clock::monotonic();
         self.last_activity = now;
         self.request_started = (self.input_start < self.input.len()).then_some(now);

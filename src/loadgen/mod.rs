@@ -48,7 +48,8 @@ pub struct Args {
     /// `http://127.0.0.1:8080/webhooks/stripe-billing`).
     #[arg(long)]
     pub target: String,
-    /// Provider whose signature scheme signs each request (`stripe`, `github`, `standard`).
+    /// Provider whose signature scheme signs each request: any provider this build verifies
+    /// (`docs/providers.md`; an unknown name lists them).
     #[arg(long)]
     pub provider: String,
     /// The source's secret exactly as the provider's dashboard shows it (visible to other

@@ -275,8 +275,10 @@ fn drop_needs_a_reason_and_is_audited() {
     let body2 = sign::body(Provider::Stripe, &id2, "delivered");
     assert_eq!(f.hw.deliver(&s, &id2, &body2).code(), "accepted");
     wait_for_state(&f, &key2, "delivered");
-    let replay =
-        admin(&f, "POST", &format!("/admin/events/{}/replay", encoded(&key2)), Some(TOKEN), "");
+    let path2 = format!("/admin/events/{}/replay", encoded(&key2));
+    let replay = admin(&f, "POST", &path2, Some(TOKEN), "");
+    assert_eq!(replay.answer(), (400, "reason_required".to_owned()), "SPEC §6: {replay}");
+    let replay = admin(&f, "POST", &path2, Some(TOKEN), r#"{"reason":"again"}"#);
     assert_eq!(replay.answer(), (409, "wrong_state".to_owned()), "{replay}");
     assert_eq!(f.sink.for_key(&key).len(), 1, "a dropped event gets no further attempt");
 }
@@ -384,6 +386,9 @@ fn pause_stops_attempts_and_resume_delivers() {
     );
 
     let paused = admin(&f, "POST", "/admin/destinations/sink/pause", Some(TOKEN), "");
+    assert_eq!(paused.answer(), (400, "reason_required".to_owned()), "SPEC §6: {paused}");
+    let why = r#"{"reason":"maintenance"}"#;
+    let paused = admin(&f, "POST", "/admin/destinations/sink/pause", Some(TOKEN), why);
     assert_eq!(paused.answer(), (200, "paused".to_owned()), "{paused}");
     let before = f.sink.recorded().len();
     let id = sign::unique_id("evt_paused_again");
@@ -396,7 +401,7 @@ fn pause_stops_attempts_and_resume_delivers() {
         FORWARD_TIMEOUT,
     );
     f.sink.assert_no_more_within(before, Duration::from_millis(500));
-    let unknown = admin(&f, "POST", "/admin/destinations/nope/pause", Some(TOKEN), "");
+    let unknown = admin(&f, "POST", "/admin/destinations/nope/pause", Some(TOKEN), why);
     assert_eq!(unknown.status, 404, "{unknown}");
 
     let audit = admin(&f, "GET", "/admin/audit", Some(TOKEN), "").json();

@@ -142,3 +142,25 @@ fn verify_cli_new_providers() {
     check(&["--provider", "standard", "--secret", "whsk_AAAA"], b"{}", 2, "whpk_");
     check(&["--provider", "svix", "--secret", "whpk_AAAA"], b"{}", 2, "HMAC only");
 }
+
+/// A one-shot command whose stdout reader has gone (`hookwall verify … | head -0`) ends
+/// quietly, as command-line tools do, instead of panicking in `println!` (exit 101).
+#[test]
+fn closed_stdout_ends_quietly_not_with_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["verify", "--provider", "github", "--secret", "It's a Secret to Everybody"])
+        .args(["--header", GH_SIG])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running hookwall verify");
+    drop(child.stdout.take()); // the reader is gone before anything is printed
+    if let Err(e) = child.stdin.take().expect("stdin").write_all(b"Hello, World!") {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing the body: {e}");
+    }
+    let out = child.wait_with_output().expect("hookwall verify finishes");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(101), "no panic: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
