@@ -433,33 +433,13 @@ impl Conn {
                 if ctx.ledger.admission_wait(&admission.key) > budget {
                     ctx.ledger.shed(&admission.key);
                     ctx.stats.count_shed(source);
-                    let answer = Answer::Overloaded;
-                    self.answer(
-                        ctx,
-                        Some(source),
-                        answer,
-                        Some(&event_id),
-                        keep_alive,
-                        Some(read_at),
-                    );
+                } else if ctx.ledger.admit(admission).is_ok() {
+                    self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
                     return;
                 }
-                match ctx.ledger.admit(admission) {
-                    Ok(()) => {
-                        self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
-                    }
-                    Err(_refused) => {
-                        let answer = Answer::Overloaded;
-                        self.answer(
-                            ctx,
-                            Some(source),
-                            answer,
-                            Some(&event_id),
-                            keep_alive,
-                            Some(read_at),
-                        );
-                    }
-                }
+                // Shed, or the shard's admission queue is full: 503 now, the provider retries.
+                let answer = Answer::Overloaded;
+                self.answer(ctx, Some(source), answer, Some(&event_id), keep_alive, Some(read_at));
             }
         }
     }
