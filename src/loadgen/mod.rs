@@ -343,6 +343,13 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
         let t = task.await.map_err(|e| format!("a connection task failed: {e}"))?;
         tally.merge(&t);
     }
+    if let Some(rate) = plan.rate {
+        // Open loop: every request intended before the end counts, sent or not, so a stalled
+        // target shows as unsent requests instead of a shorter run.
+        let intended = (plan.duration.as_secs_f64() * rate).ceil() as u64;
+        let intended = plan.requests_max.map_or(intended, |n| intended.min(n));
+        tally.unsent = intended.saturating_sub(tally.sent);
+    }
     progress.abort();
     let shape = Shape {
         target: plan.url.clone(),

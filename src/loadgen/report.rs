@@ -37,6 +37,10 @@ pub struct Tally {
     pub errors: u64,
     /// Requests whose response did not arrive within `--timeout`.
     pub timeouts: u64,
+    /// Open loop: requests intended before the run ended but never sent, because their
+    /// connection was still waiting on an earlier one (a stalled target): not in `sent`, and
+    /// a sign that the latency figures understate the stall.
+    pub unsent: u64,
 }
 
 impl Default for Tally {
@@ -58,6 +62,7 @@ impl Tally {
             duplicates_sent: 0,
             errors: 0,
             timeouts: 0,
+            unsent: 0,
         }
     }
 
@@ -92,6 +97,7 @@ impl Tally {
         self.duplicates_sent += other.duplicates_sent;
         self.errors += other.errors;
         self.timeouts += other.timeouts;
+        self.unsent += other.unsent;
     }
 }
 
@@ -159,6 +165,7 @@ pub fn json(shape: &Shape, t: &Tally) -> serde_json::Value {
         "answered": t.answered_total(),
         "errors": t.errors,
         "timeouts": t.timeouts,
+        "unsent": t.unsent,
         "answered_per_s": t.answered_total() as f64 / secs,
         "latency_us": percentiles(&t.corrected_us),
         "service_latency_us": percentiles(&t.service_us),
@@ -183,12 +190,13 @@ pub fn text(shape: &Shape, t: &Tally) -> String {
     );
     let _ = writeln!(
         out,
-        "requests  {} sent ({} duplicates), {} answered, {} errors, {} timeouts in {secs:.2} s = {:.1} answered/s",
+        "requests  {} sent ({} duplicates), {} answered, {} errors, {} timeouts, {} intended but unsent in {secs:.2} s = {:.1} answered/s",
         t.sent,
         t.duplicates_sent,
         t.answered_total(),
         t.errors,
         t.timeouts,
+        t.unsent,
         t.answered_total() as f64 / secs
     );
     for (label, h) in [("latency  ", &t.corrected_us), ("service  ", &t.service_us)] {

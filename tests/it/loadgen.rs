@@ -131,3 +131,55 @@ fn loadgen_against_a_closed_port_exits_1() {
     assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "{stderr}");
     assert!(stderr.contains("refused"), "{stderr}");
 }
+
+/// Open loop against a target that accepts and never answers: every request intended during
+/// the run is accounted for — sent (and timed out) or reported `unsent` — instead of the stall
+/// shrinking the run (coordinated omission), and the run still exits 1 ("answered no request").
+#[test]
+fn loadgen_counts_requests_a_stalled_target_kept_it_from_sending() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let holder = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            // Accept every connection and hold it, silent, until the generator is done.
+            let mut held = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((c, _)) => held.push(c),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)), // poll
+                }
+            }
+            held.len()
+        })
+    };
+    let url = format!("http://127.0.0.1:{port}/x");
+    let o = loadgen(&[
+        "--target",
+        &url,
+        "--provider",
+        "stripe",
+        "--secret",
+        "whsec_x",
+        "--rate",
+        "20/s",
+        "--duration",
+        "2s",
+        "--timeout",
+        "1s",
+        "--connections",
+        "2",
+        "--json",
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    assert!(holder.join().expect("holder thread") >= 2, "the generator connected");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    let (sent, unsent) = (count(&report, "/sent"), count(&report, "/unsent"));
+    assert_eq!(sent + unsent, 40, "20/s for 2 s: {report}");
+    assert!(unsent > 0 && count(&report, "/timeouts") == sent, "{report}");
+}
