@@ -1,6 +1,7 @@
 //! Tidy checks that keep the module boundaries of ARCHITECTURE.md true (rust-analyzer style):
 //! every source file starts with a `//!` doc comment; only `src/ledger/` imports rocksdb;
-//! only `src/clock.rs` reads time; only the IO modules touch sockets.
+//! only `src/clock.rs` reads time; only the IO modules touch sockets; notable log lines carry a
+//! reason code.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -71,4 +72,25 @@ fn only_io_modules_touch_sockets() {
     let allowed = ["src/ingress/", "src/dispatch/", "src/admin/", "src/server.rs", "src/loadgen/"];
     let found = offenders(&allowed, &["TcpListener", "TcpStream", "UdpSocket", "socket2::"]);
     assert!(found.is_empty(), "sockets touched outside the IO modules: {found:?}");
+}
+
+/// Issue 7, R28: every notable log line (info, warn, error) carries a reason `code = "…"`, so
+/// operators can alert and grep on codes rather than on prose; debug lines are exempt.
+#[test]
+fn every_notable_log_line_has_a_reason_code() {
+    let mut missing = Vec::new();
+    for (path, text) in sources() {
+        let code = non_test_code(&text);
+        for level in ["tracing::info!(", "tracing::warn!(", "tracing::error!("] {
+            for (at, _) in code.match_indices(level) {
+                let call = &code[at..];
+                let end = call.find(");").unwrap_or(call.len());
+                if !call[..end].contains("code = \"") {
+                    let line = code[..at].lines().count() + 1;
+                    missing.push(format!("{path}:{line}"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "log lines without a reason code: {missing:?}");
 }

@@ -184,11 +184,11 @@ async fn blocking<T: Send + 'static>(
             Err(error(StatusCode::BAD_REQUEST, "bad_cursor", &format!("cursor {why}")))
         }
         Ok(Err(e)) => {
-            tracing::error!(error = %e, "An admin ledger read failed.");
+            tracing::error!(code = "admin_read_failed", error = %e, "An admin ledger read failed.");
             Err(error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the ledger read failed"))
         }
         Err(e) => {
-            tracing::error!(error = %e, "An admin ledger read panicked.");
+            tracing::error!(code = "admin_read_failed", error = %e, "An admin ledger read panicked.");
             Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the ledger read failed"))
         }
     }
@@ -411,6 +411,7 @@ fn operation_reply(key: &str, action: OpAction, result: Result<OpDone, OpRefused
     match result {
         Ok(done) => {
             tracing::info!(
+                code = "operator_action",
                 action = action.code(),
                 key,
                 before = done.before.code(),
@@ -541,7 +542,13 @@ async fn switch_destination(
     }
     let changed =
         if pause { operator.controls.pause(index) } else { operator.controls.resume(index) };
-    tracing::info!(destination = id, action, changed, "Operator switched a destination.");
+    tracing::info!(
+        code = "operator_action",
+        destination = id,
+        action,
+        changed,
+        "Operator switched a destination."
+    );
     let status = if pause { "paused" } else { "resumed" };
     ok(&json!({ "status": status, "destination": id, "changed": changed }))
 }

@@ -63,7 +63,7 @@ impl AdminHandle {
         // Err: the accept loop already ended.
         let _ = self.stop.send(());
         if self.thread.join().is_err() {
-            tracing::error!("The admin thread panicked.");
+            tracing::error!(code = "admin_panicked", "The admin thread panicked.");
         }
     }
 }
@@ -95,7 +95,7 @@ async fn accept_loop(
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!(error = %e, "The admin listener could not be registered.");
+            tracing::error!(code = "admin_listener_failed", error = %e, "The admin listener could not be registered.");
             return;
         }
     };

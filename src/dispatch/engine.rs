@@ -312,7 +312,7 @@ impl Engine {
             b.probe_at = None;
             if open {
                 self.controls.set_breaker_open(d, false);
-                tracing::info!(destination = %config.id, "Circuit breaker closed: a probe attempt succeeded.");
+                tracing::info!(code = "breaker_closed", destination = %config.id, "Circuit breaker closed: a probe attempt succeeded.");
             }
             return;
         }
@@ -322,7 +322,7 @@ impl Engine {
             b.probe_at = Some(crate::clock::monotonic() + config.backoff_min);
             if !open {
                 self.controls.set_breaker_open(d, true);
-                tracing::warn!(destination = %config.id, failures = b.failures, "Circuit breaker open: probing with one attempt at a time.");
+                tracing::warn!(code = "breaker_open", destination = %config.id, failures = b.failures, "Circuit breaker open: probing with one attempt at a time.");
             }
         }
     }
@@ -343,7 +343,7 @@ impl Engine {
             scan_shards(&*inbox, &cursors, now_ms, limit, &skip)
         });
         read.await.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "The dispatcher's ledger scan panicked.");
+            tracing::error!(code = "dispatch_scan_panicked", error = %e, "The dispatcher's ledger scan panicked.");
             Scan { events: Vec::new(), full: false, next_due_ms: None }
         })
     }
@@ -388,7 +388,7 @@ impl Engine {
     /// operator sees it, rather than rescanned forever.
     fn unroutable(&mut self, event: DueEvent) {
         let error = "its source is no longer in the configuration".to_owned();
-        tracing::warn!(key = %event.key, %error, "Event dead-lettered: it cannot be routed.");
+        tracing::warn!(code = "dead_unroutable", key = %event.key, %error, "Event dead-lettered: it cannot be routed.");
         if !self.in_flight.insert((event.shard, event.seq)) {
             return;
         }
@@ -433,7 +433,7 @@ impl Engine {
             }
             Outcome::Dead { error } => {
                 stats.count(f.destination, AttemptOutcome::Dead);
-                tracing::warn!(key, attempt, destination = dest, %error, "Event dead-lettered.");
+                tracing::warn!(code = "dead_lettered", key, attempt, destination = dest, %error, "Event dead-lettered.");
             }
         }
     }
@@ -472,6 +472,7 @@ impl Engine {
         self.in_flight.remove(&(shard, seq));
         if !ok {
             tracing::warn!(
+                code = "settlement_not_written",
                 shard,
                 seq,
                 "A settlement was not written; the attempt will be repeated."
@@ -501,6 +502,7 @@ impl Engine {
         if !self.unsettled.is_empty() {
             let left = self.unsettled.len();
             tracing::warn!(
+                code = "dispatch_stopped_unsettled",
                 left,
                 "Dispatcher stopped with unsettled attempts; they will be repeated."
             );
@@ -511,7 +513,7 @@ impl Engine {
 /// An attempt task that panicked (a bug): its event stays in the in-flight set and its
 /// destination slot stays taken until restart, when the ledger's schedule entry brings it back.
 fn lost(e: &tokio::task::JoinError) -> Wake {
-    tracing::error!(error = %e, "An attempt task failed; its event waits for a restart.");
+    tracing::error!(code = "attempt_task_failed", error = %e, "An attempt task failed; its event waits for a restart.");
     Wake::Other
 }
 
@@ -541,7 +543,7 @@ fn scan_shards(
                 scan.events.extend(events);
             }
             Err(error) => {
-                tracing::error!(shard, %error, "The dispatcher could not read due events.")
+                tracing::error!(code = "ledger_read_failed", shard, %error, "The dispatcher could not read due events.")
             }
         }
         if let Some(at) = inbox.next_due_after(shard, now_ms) {

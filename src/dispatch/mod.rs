@@ -117,7 +117,7 @@ impl DispatchHandle {
         // Err: the loop already ended (it only ends on stop, or by panicking).
         let _ = self.stop.send(());
         if self.thread.join().is_err() {
-            tracing::error!("The dispatcher thread panicked.");
+            tracing::error!(code = "dispatch_panicked", "The dispatcher thread panicked.");
         }
     }
 }

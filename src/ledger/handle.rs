@@ -376,7 +376,10 @@ impl Inner {
                 continue;
             }
             if t.join().is_err() {
-                tracing::error!("A ledger shard writer ended by panicking.");
+                tracing::error!(
+                    code = "ledger_writer_panicked",
+                    "A ledger shard writer ended by panicking."
+                );
             }
         }
     }

@@ -483,7 +483,7 @@ impl Inbox for Ledger {
             return None;
         }
         self.first_due_after(shard, after_ms).unwrap_or_else(|e| {
-            tracing::error!(shard, error = %e, "The ledger could not read its schedule.");
+            tracing::error!(code = "ledger_read_failed", shard, error = %e, "The ledger could not read its schedule.");
             None
         })
     }

@@ -167,6 +167,7 @@ fn shard_count(db: &Db, shards_if_new: usize) -> Result<usize, Error> {
             let shards = check_shards(usize::try_from(stored).unwrap_or(usize::MAX))?;
             if shards != shards_if_new {
                 tracing::warn!(
+                    code = "ledger_shards_kept",
                     persisted = shards,
                     configured = shards_if_new,
                     "The ledger keeps its persisted shard count; the configured one is ignored \
@@ -182,7 +183,7 @@ fn shard_count(db: &Db, shards_if_new: usize) -> Result<usize, Error> {
             let mut batch = rocksdb::WriteBatch::default();
             batch.put_cf(meta, META_SHARDS, (shards as u64).to_be_bytes());
             db.write_opt(batch, &opts)?;
-            tracing::info!(shards, "Created a new ledger.");
+            tracing::info!(code = "ledger_created", shards, "Created a new ledger.");
             Ok(shards)
         }
     }

@@ -398,7 +398,7 @@ impl Writer {
             None => match self.read_claim(&a.key) {
                 Ok(c) => c.map(|c| c.fingerprint),
                 Err(e) => {
-                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; the admission is answered unavailable.");
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the admission is answered unavailable.");
                     d.admissions.push((a.reply, Decision::Unavailable));
                     return;
                 }
@@ -466,7 +466,12 @@ impl Writer {
         d.batch.put_cf(self.cf(CF_QUARANTINE), k, codec::encode_quarantine(&q));
         d.durable_writes += 1;
         d.acked_writes += 1;
-        tracing::debug!(shard = self.shard, source = q.source, "Quarantined a conflicting copy.");
+        tracing::debug!(
+            code = "quarantined",
+            shard = self.shard,
+            source = q.source,
+            "Quarantined a conflicting copy."
+        );
         d.admissions.push((a.reply, Decision::Conflict));
     }
 
@@ -485,7 +490,7 @@ impl Writer {
             Ok(false) => d.settlements.push((s.reply, true)),
             Ok(true) => self.transition(d, s, sk),
             Err(e) => {
-                tracing::error!(shard = self.shard, error = %e, "The ledger could not read a schedule entry; the settlement is refused.");
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a schedule entry; the settlement is refused.");
                 d.settlements.push((s.reply, false));
             }
         }
@@ -560,7 +565,7 @@ impl Writer {
             None => match self.read_claim(&op.key) {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
                     d.operations.push((op.reply, Err(OpRefused::Unavailable)));
                     return;
                 }
@@ -648,7 +653,7 @@ impl Writer {
                 Ok(Some(_)) => {}
                 Ok(None) => return Err(OpRefused::PayloadGone),
                 Err(e) => {
-                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read an inbox record; the replay is refused.");
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read an inbox record; the replay is refused.");
                     return Err(OpRefused::Unavailable);
                 }
             }
@@ -706,7 +711,7 @@ impl Writer {
         for entry in entries.take(SWEEP_BATCH_MAX) {
             handled += 1;
             let Ok((k, key)) = entry else {
-                tracing::error!(shard = self.shard, "The ledger could not read its expiry list; retention waits for the next sweep.");
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, "The ledger could not read its expiry list; retention waits for the next sweep.");
                 return 0;
             };
             let (_, kind, seq) = codec::parse_expiry_key(&k[self.expiry_prefix.len()..])
@@ -719,7 +724,7 @@ impl Writer {
                 }
                 Ok(None) => false,
                 Err(e) => {
-                    tracing::error!(shard = self.shard, error = %e, "The ledger could not read a claim; retention waits for the next sweep.");
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; retention waits for the next sweep.");
                     return 0;
                 }
             };
@@ -752,7 +757,7 @@ impl Writer {
                 removed
             }
             Err(e) => {
-                tracing::error!(shard = self.shard, error = %e, "The ledger could not write a retention sweep; it is retried later.");
+                tracing::error!(code = "ledger_write_failed", shard = self.shard, error = %e, "The ledger could not write a retention sweep; it is retried later.");
                 0
             }
         }
@@ -780,6 +785,7 @@ impl Writer {
         *d.dead_delta.entry(source).or_insert(0) += 1;
         let Some(id) = self.shared.source_ids.get(source as usize) else {
             tracing::warn!(
+                code = "dlq_source_unknown",
                 shard = self.shard,
                 source,
                 "A dead event's source is not configured; its DLQ counter is not kept."
@@ -834,7 +840,7 @@ impl Writer {
             }
             Err(e) => {
                 self.shared.healthy.store(false, Ordering::SeqCst);
-                tracing::error!(shard = self.shard, error = %e, items = d.items(), "The ledger could not write a batch; its admissions are answered unavailable.");
+                tracing::error!(code = "ledger_write_failed", shard = self.shard, error = %e, items = d.items(), "The ledger could not write a batch; its admissions are answered unavailable.");
                 false
             }
         }
