@@ -17,6 +17,7 @@
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `segment` | body `"messageId"` | body `"type"` (`track`, `identify`, …) |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
+//! | `woocommerce` | header `X-WC-Webhook-Delivery-ID` | header `X-WC-Webhook-Topic` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -43,7 +44,7 @@ use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
     github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch, typeform,
-    Provider,
+    woocommerce, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -150,7 +151,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Typeform
         | Provider::Gitlab
         | Provider::Pagerduty
-        | Provider::Segment => Ok(req.body.to_vec()),
+        | Provider::Segment
+        | Provider::Woocommerce => Ok(req.body.to_vec()),
     }
 }
 
@@ -291,6 +293,7 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
             .or_else(|| Field::header(req, shopify::WEBHOOK_ID_HEADER)),
         Provider::Gitlab => Field::header(req, gitlab::IDEMPOTENCY_HEADER)
             .or_else(|| Field::header(req, gitlab::EVENT_UUID_HEADER)),
+        Provider::Woocommerce => Field::header(req, woocommerce::DELIVERY_ID_HEADER),
     };
     match field {
         Field::Absent => Err(SchemaReject::NoEventId),
@@ -319,6 +322,7 @@ fn event_type(
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
         Provider::Twitch => Field::header(req, twitch::SUBSCRIPTION_TYPE_HEADER),
+        Provider::Woocommerce => Field::header(req, woocommerce::TOPIC_HEADER),
     };
     let kind = match field {
         Field::Absent => None,
@@ -684,6 +688,12 @@ mod tests {
                 Err(SchemaReject::BadEventId),
             ),
             (Provider::Gitlab, &[], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Woocommerce,
+                &[("x-wc-webhook-delivery-id", b"d-1"), ("x-wc-webhook-topic", b"order.updated")],
+                Ok(("d-1", Some("order.updated"))),
+            ),
+            (Provider::Woocommerce, &[], Err(SchemaReject::NoEventId)),
         ];
         let slack: &[(&[u8], Expect<'_>)] = &[
             (
