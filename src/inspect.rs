@@ -17,6 +17,8 @@
 //! | `typeform` | body `"event_id"` | body `"event_type"` |
 //! | `segment` | body `"messageId"` | body `"type"` (`track`, `identify`, …) |
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
+//! | `woocommerce` | header `X-WC-Webhook-Delivery-ID` | header `X-WC-Webhook-Topic` |
+//! | `bitbucket` | header `X-Request-UUID` | header `X-Event-Key` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -42,8 +44,8 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch, typeform,
-    Provider,
+    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch,
+    typeform, woocommerce, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -150,7 +152,9 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Typeform
         | Provider::Gitlab
         | Provider::Pagerduty
-        | Provider::Segment => Ok(req.body.to_vec()),
+        | Provider::Segment
+        | Provider::Woocommerce
+        | Provider::Bitbucket => Ok(req.body.to_vec()),
     }
 }
 
@@ -291,6 +295,8 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
             .or_else(|| Field::header(req, shopify::WEBHOOK_ID_HEADER)),
         Provider::Gitlab => Field::header(req, gitlab::IDEMPOTENCY_HEADER)
             .or_else(|| Field::header(req, gitlab::EVENT_UUID_HEADER)),
+        Provider::Woocommerce => Field::header(req, woocommerce::DELIVERY_ID_HEADER),
+        Provider::Bitbucket => Field::header(req, bitbucket::REQUEST_UUID_HEADER),
     };
     match field {
         Field::Absent => Err(SchemaReject::NoEventId),
@@ -319,6 +325,8 @@ fn event_type(
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
         Provider::Twitch => Field::header(req, twitch::SUBSCRIPTION_TYPE_HEADER),
+        Provider::Woocommerce => Field::header(req, woocommerce::TOPIC_HEADER),
+        Provider::Bitbucket => Field::header(req, bitbucket::EVENT_KEY_HEADER),
     };
     let kind = match field {
         Field::Absent => None,
@@ -684,6 +692,18 @@ mod tests {
                 Err(SchemaReject::BadEventId),
             ),
             (Provider::Gitlab, &[], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Woocommerce,
+                &[("x-wc-webhook-delivery-id", b"d-1"), ("x-wc-webhook-topic", b"order.updated")],
+                Ok(("d-1", Some("order.updated"))),
+            ),
+            (Provider::Woocommerce, &[], Err(SchemaReject::NoEventId)),
+            (
+                Provider::Bitbucket,
+                &[("x-request-uuid", b"7d8f-1"), ("x-event-key", b"repo:push")],
+                Ok(("7d8f-1", Some("repo:push"))),
+            ),
+            (Provider::Bitbucket, &[("x-hook-uuid", b"h-1")], Err(SchemaReject::NoEventId)),
         ];
         let slack: &[(&[u8], Expect<'_>)] = &[
             (

@@ -1416,12 +1416,12 @@ mod tests {
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
                 "source[#1].provider: provider \"twilio\" is not supported by this build yet \
                  (supported: stripe, github, slack, shopify, standard, svix, paddle, \
-                 pagerduty, twitch, typeform, gitlab, segment)",
+                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket)",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
                  slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, gitlab, \
-                 segment)",
+                 segment, woocommerce, bitbucket)",
                 "source[ok].tolerance: must be greater than zero",
                 "source[ok].event_types: is empty",
                 "source[ok].secrets: has 0 entries; 1..=16 are allowed",

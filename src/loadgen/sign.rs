@@ -55,7 +55,9 @@ impl Signer {
             | Provider::Paddle
             | Provider::Pagerduty
             | Provider::Twitch
-            | Provider::Typeform => SignKey::Hmac(sha256(secret.as_bytes())),
+            | Provider::Typeform
+            | Provider::Woocommerce
+            | Provider::Bitbucket => SignKey::Hmac(sha256(secret.as_bytes())),
             Provider::Segment => SignKey::Hmac(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
                 secret.as_bytes(),
@@ -114,6 +116,14 @@ impl Signer {
             ),
             Provider::Segment => {
                 format!(r#"{{"messageId":"{id}","type":"track","properties":{INVOICE}}}"#)
+            }
+            Provider::Woocommerce => {
+                format!(r#"{{"id":727,"status":"processing","invoice":{INVOICE}}}"#)
+            }
+            Provider::Bitbucket => {
+                format!(
+                    r#"{{"push":{{"changes":[]}},"repository":{{"name":"r"}},"invoice":{INVOICE}}}"#
+                )
             }
         };
         text.into_bytes()
@@ -189,6 +199,17 @@ impl Signer {
                 h.push(("X-PagerDuty-Signature", format!("v1={}", hex::encode(self.mac(&[body])))));
             }
             Provider::Segment => h.push(("X-Signature", hex::encode(self.mac(&[body])))),
+            Provider::Woocommerce => {
+                h.push(("X-WC-Webhook-Signature", b64(&self.mac(&[body]))));
+                h.push(("X-WC-Webhook-Delivery-ID", id.to_owned()));
+                h.push(("X-WC-Webhook-Topic", "order.updated".to_owned()));
+            }
+            Provider::Bitbucket => {
+                h.push(("X-Hub-Signature", format!("sha256={}", hex::encode(self.mac(&[body])))));
+                h.push(("X-Request-UUID", id.to_owned()));
+                h.push(("X-Event-Key", "repo:push".to_owned()));
+                h.push(("X-Attempt-Number", "1".to_owned()));
+            }
             Provider::Gitlab => {
                 let token = match &self.key {
                     SignKey::Token(token) => token.clone(),

@@ -110,6 +110,28 @@ fn segment_a() -> Source {
     }
 }
 
+/// `woocommerce-a`: WooCommerce, one secret.
+fn woocommerce_a() -> Source {
+    Source {
+        id: "woocommerce-a",
+        tenant: "acme",
+        provider: Provider::Woocommerce,
+        secrets: vec![("k1", sign::WOOCOMMERCE_SECRET)],
+        event_types: Vec::new(),
+    }
+}
+
+/// `bitbucket-a`: Bitbucket Cloud, one secret.
+fn bitbucket_a() -> Source {
+    Source {
+        id: "bitbucket-a",
+        tenant: "acme",
+        provider: Provider::Bitbucket,
+        secrets: vec![("k1", sign::BITBUCKET_SECRET)],
+        event_types: Vec::new(),
+    }
+}
+
 /// `gitlab-a`: GitLab, one token.
 fn gitlab_a() -> Source {
     Source {
@@ -151,6 +173,8 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Gitlab => "x-gitlab-token",
         Provider::Segment => "x-signature",
         Provider::Pagerduty => "x-pagerduty-signature",
+        Provider::Woocommerce => "x-wc-webhook-signature",
+        Provider::Bitbucket => "x-hub-signature",
     }
 }
 
@@ -225,7 +249,7 @@ fn round(f: &Fixture, source: &Source) {
 
 on_both_io! {
     /// Issue 3: Slack, Standard Webhooks v1a, Svix, Shopify, Paddle, Twitch, Typeform, GitLab,
-    /// Segment and PagerDuty through the running server.
+    /// Segment, PagerDuty, WooCommerce and Bitbucket through the running server.
     fn providers_accepted_then_duplicate(io: Io) {
         let sources = [
             slack_a(),
@@ -238,6 +262,8 @@ on_both_io! {
             gitlab_a(),
             segment_a(),
             pagerduty_a(),
+            woocommerce_a(),
+            bitbucket_a(),
         ];
         let f = Fixture::with(io, Script::always(200), |setup| {
             setup.sources.extend(sources.iter().cloned());

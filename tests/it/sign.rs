@@ -40,6 +40,10 @@ pub const TYPEFORM_SECRET: &str = "hookwall it typeform secret";
 pub const PAGERDUTY_SECRET: &str = "hookwall-it-pagerduty-secret";
 /// Segment shared secret of source `segment-a` (used as written).
 pub const SEGMENT_SECRET: &str = "hookwall-it-segment-secret";
+/// WooCommerce webhook secret of source `woocommerce-a` (used as written).
+pub const WOOCOMMERCE_SECRET: &str = "hookwall it woocommerce secret";
+/// Bitbucket webhook secret of source `bitbucket-a` (used as written).
+pub const BITBUCKET_SECRET: &str = "hookwall-it-bitbucket-secret";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 
@@ -72,6 +76,11 @@ pub enum Provider {
     Segment,
     /// `X-PagerDuty-Signature: v1=…`; id body `event.id`, type `event.event_type`.
     Pagerduty,
+    /// `X-WC-Webhook-Signature` (base64); id `X-WC-Webhook-Delivery-ID`, type
+    /// `X-WC-Webhook-Topic`.
+    Woocommerce,
+    /// `X-Hub-Signature: sha256=…` (hex); id `X-Request-UUID`, type `X-Event-Key`.
+    Bitbucket,
 }
 
 impl Provider {
@@ -90,6 +99,8 @@ impl Provider {
             Provider::Gitlab => "gitlab",
             Provider::Segment => "segment",
             Provider::Pagerduty => "pagerduty",
+            Provider::Woocommerce => "woocommerce",
+            Provider::Bitbucket => "bitbucket",
         }
     }
 }
@@ -206,6 +217,8 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Segment => {
             format!(r#"{{"messageId":"{id}","type":"track","properties":{{"note":"{note}"}}}}"#)
         }
+        Provider::Woocommerce => format!(r#"{{"id":727,"status":"processing","note":"{note}"}}"#),
+        Provider::Bitbucket => format!(r#"{{"push":{{"changes":[]}},"note":"{note}"}}"#),
     };
     text.into_bytes()
 }
@@ -285,6 +298,19 @@ pub fn headers(
             let key =
                 ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
             h.push(("X-Signature".to_owned(), hex::encode(ring::hmac::sign(&key, body))));
+        }
+        Provider::Woocommerce => {
+            let mac = hmac_sha256(secret.as_bytes(), &[body]);
+            let b64 = base64::engine::general_purpose::STANDARD.encode(mac);
+            h.push(("X-WC-Webhook-Signature".to_owned(), b64));
+            h.push(("X-WC-Webhook-Delivery-ID".to_owned(), id.to_owned()));
+            h.push(("X-WC-Webhook-Topic".to_owned(), "order.updated".to_owned()));
+        }
+        Provider::Bitbucket => {
+            let mac = hex::encode(hmac_sha256(secret.as_bytes(), &[body]));
+            h.push(("X-Hub-Signature".to_owned(), format!("sha256={mac}")));
+            h.push(("X-Request-UUID".to_owned(), id.to_owned()));
+            h.push(("X-Event-Key".to_owned(), "repo:push".to_owned()));
         }
         Provider::Gitlab => {
             h.push(("X-Gitlab-Token".to_owned(), secret.to_owned()));

@@ -143,7 +143,13 @@ fn official_library_vectors_verify() {
         check(&name, provider, secret, &headers, body, t);
     }
     let with_several = ["stripe", "slack", "standard", "svix", "shopify", "paddle", "twitch"];
-    for provider in with_several.into_iter().chain(["typeform", "segment", "pagerduty"]) {
+    for provider in with_several.into_iter().chain([
+        "typeform",
+        "segment",
+        "pagerduty",
+        "woocommerce",
+        "bitbucket",
+    ]) {
         let n = counts.get(provider).copied().unwrap_or(0);
         assert!(n >= 3, "several cases for {provider}, got {counts:?}");
     }

@@ -104,6 +104,8 @@ fn verify_cli_new_providers() {
         (Provider::Gitlab, sign::GITLAB_TOKEN, sign::WRONG_SECRET),
         (Provider::Segment, sign::SEGMENT_SECRET, sign::WRONG_SECRET),
         (Provider::Pagerduty, sign::PAGERDUTY_SECRET, sign::WRONG_SECRET),
+        (Provider::Woocommerce, sign::WOOCOMMERCE_SECRET, sign::WRONG_SECRET),
+        (Provider::Bitbucket, sign::BITBUCKET_SECRET, sign::WRONG_SECRET),
     ];
     for (provider, secret, wrong) in cases {
         let body = sign::body(provider, "evt_cli_1", "cli");

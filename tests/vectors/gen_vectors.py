@@ -51,6 +51,14 @@ Signing code used (read in the installed package sources):
 * segment: Segment ships no Python verifier; the cases follow its Webhooks destination docs
   (``X-Signature`` = hex HMAC-SHA1 of the body with the shared secret), computed with
   Python's ``hmac``.
+* woocommerce: WooCommerce ships no Python verifier; the cases follow its REST API docs
+  ("Webhooks", delivery/payload: ``X-WC-Webhook-Signature`` = base64 HMAC-SHA256 of the body
+  keyed by the webhook's secret), computed with Python's ``hmac``; the delivery id and topic
+  travel in ``X-WC-Webhook-Delivery-ID`` and ``X-WC-Webhook-Topic``.
+* bitbucket: Atlassian ships no Python verifier; the cases follow Bitbucket Cloud's "Manage
+  webhooks" (``X-Hub-Signature: sha256=<hex HMAC-SHA256 of the body>`` keyed by the
+  webhook's secret), computed with Python's ``hmac``; the request id and event key travel in
+  ``X-Request-UUID`` and ``X-Event-Key`` ("Event payloads", HTTP headers).
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
@@ -443,6 +451,49 @@ def segment_cases():
     return cases
 
 
+def woocommerce_cases():
+    """WooCommerce cases per WooCommerce's documented computation."""
+    inputs = [
+        ("order.updated", "hookwall-woocommerce-secret", "d1f0c2a4-order-727",
+         '{"id":727,"parent_id":0,"status":"processing","currency":"EUR",'
+         '"billing":{"first_name":"Zo\u00eb"},"line_items":[{"id":315,"name":"Woo Album #1"}]}'),
+        ("escaped JSON as sent", "woocommerce secret with spaces", "d-escaped",
+         '{"id":728,"permalink":"https:\\/\\/shop.test\\/?p=728\\u0026a=1"}'),
+        ("trailing CRLF", "woocommerce-crlf", "d-crlf", '{"id":729,"status":"completed"}\r\n'),
+    ]
+    cases = []
+    for name, secret, delivery, body in inputs:
+        digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+        cases.append(case("woocommerce", name, secret, 1700000000, body, {
+            "X-WC-Webhook-Signature": base64.b64encode(digest).decode(),
+            "X-WC-Webhook-Delivery-ID": delivery,
+            "X-WC-Webhook-Topic": name if name == "order.updated" else "order.created",
+        }))
+    return cases
+
+
+def bitbucket_cases():
+    """Bitbucket Cloud cases per Atlassian's documented computation."""
+    inputs = [
+        ("repo:push", "hookwall-bitbucket-secret", "{9b1c5c2e-6f0a-4c1e-9d7a-0c1f2e3d4b5a}",
+         '{"push":{"changes":[{"new":{"name":"main","type":"branch"}}]},'
+         '"repository":{"full_name":"team/repo","name":"r\u00e9po"},"actor":{"display_name":"Zo\u00eb"}}'),
+        ("escaped JSON as sent", "bitbucket secret with spaces", "{1c2d-escaped}",
+         '{"pullrequest":{"id":7,"links":{"html":{"href":"https:\\/\\/bitbucket.test\\/?a=1\\u0026b=2"}}}}'),
+        ("trailing CRLF", "bitbucket-crlf", "{3e4f-crlf}", '{"push":{"changes":[]}}\r\n'),
+    ]
+    cases = []
+    for name, secret, request_uuid, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+        cases.append(case("bitbucket", name, secret, 1700000000, body, {
+            "X-Hub-Signature": "sha256=" + mac,
+            "X-Request-UUID": request_uuid,
+            "X-Event-Key": name if name == "repo:push" else "pullrequest:updated",
+            "X-Attempt-Number": "1",
+        }))
+    return cases
+
+
 def gitlab_cases():
     """GitLab cases: the token is sent as configured; nothing binds the body."""
     return [case("gitlab", "push hook", "hookwall-gitlab-token", 1700000000,
@@ -481,7 +532,8 @@ def main():
         "libraries": versions,
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
-        + gitlab_cases() + segment_cases() + pagerduty_cases(),
+        + gitlab_cases() + segment_cases() + pagerduty_cases() + woocommerce_cases()
+        + bitbucket_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
