@@ -79,8 +79,14 @@ fn unit_syscall_filter_admits_io_uring() {
 /// Receives one sd_notify datagram (bounded wait).
 fn next_message(socket: &UnixDatagram) -> String {
     let mut buf = [0u8; 4096];
-    let n = socket.recv(&mut buf).expect("an sd_notify message within the timeout");
-    String::from_utf8_lossy(&buf[..n]).into_owned()
+    loop {
+        match socket.recv(&mut buf) {
+            Ok(n) => return String::from_utf8_lossy(&buf[..n]).into_owned(),
+            // A signal (e.g. SIGCHLD of another test's child) interrupted the wait: wait again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("an sd_notify message within the timeout: {e}"),
+        }
+    }
 }
 
 /// Waits for a message containing `want`, skipping others (e.g. keep-alives).
