@@ -149,6 +149,10 @@ async fn reason(
             let message = format!("the body must be JSON {{\"reason\": \"...\"}}: {e}");
             error(StatusCode::BAD_REQUEST, "bad_body", &message)
         })?;
+        if !value.is_object() {
+            let message = "the body must be a JSON object {\"reason\": \"...\"}";
+            return Err(error(StatusCode::BAD_REQUEST, "bad_body", message));
+        }
         match value.get("reason") {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => Some(text.trim().to_owned()),
@@ -205,7 +209,13 @@ struct ListParams {
 fn list_params(state: &AdminState, query: &str) -> Result<ListParams, Reply> {
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "bad_query", &message);
     let mut p = ListParams { state: None, source: None, limit: LIST_LIMIT_DEFAULT, cursor: None };
+    let mut seen: Vec<String> = Vec::new();
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        // `?state=dead&state=failed` is ambiguous: refuse it rather than let the last one win.
+        if seen.iter().any(|s| *s == *name) {
+            return Err(bad(format!("parameter {name:?} is given more than once")));
+        }
+        seen.push(name.clone().into_owned());
         match &*name {
             "state" if value.is_empty() => {}
             "state" => {

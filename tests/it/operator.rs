@@ -244,6 +244,8 @@ fn drop_needs_a_reason_and_is_audited() {
     assert_eq!(blank.answer(), (400, "reason_required".to_owned()), "{blank}");
     let not_json = admin(&f, "POST", &path, Some(TOKEN), "reason=spam");
     assert_eq!(not_json.answer(), (400, "bad_body".to_owned()), "{not_json}");
+    let not_object = admin(&f, "POST", &path, Some(TOKEN), "[1]");
+    assert_eq!(not_object.answer(), (400, "bad_body".to_owned()), "{not_object}");
     let dropped = admin(&f, "POST", &path, Some(TOKEN), r#"{"reason":"test traffic"}"#);
     assert_eq!(dropped.answer(), (200, "dropped".to_owned()), "{dropped}");
     assert_eq!(dropped.json()["state_before"], "failed");
@@ -332,6 +334,8 @@ fn quarantined_and_rejected_are_listed() {
     assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "{bad}");
     let bad = admin(&f, "GET", "/admin/events?limit=1001", Some(TOKEN), "");
     assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "{bad}");
+    let bad = admin(&f, "GET", "/admin/events?state=dead&state=quarantined", Some(TOKEN), "");
+    assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "a repeated parameter: {bad}");
     let bad = admin(&f, "GET", "/admin/events?cursor=zz", Some(TOKEN), "");
     assert_eq!(bad.answer(), (400, "bad_cursor".to_owned()), "{bad}");
 }
