@@ -141,6 +141,14 @@ impl<'a> Presented<'a> {
         Presented { signed_at, proof: Proof::Signatures(candidates), content }
     }
 
+    /// One signature `tag` over the raw body alone, no signed timestamp: the scheme of GitHub,
+    /// Bitbucket, Shopify, WooCommerce, Typeform and Segment.
+    pub(crate) fn body_tag(req: &'a Request, tag: Tag) -> Presented<'a> {
+        let mut candidates = Candidates::new();
+        candidates.offer(Some(tag));
+        Presented::signed(None, candidates, [&req.body, b"", b"", b"", b""])
+    }
+
     /// A shared token sent as is (no content is signed, no timestamp).
     pub(crate) fn token(token: &[u8]) -> Presented<'a> {
         Presented { signed_at: None, proof: Proof::Token(sha256(token)), content: [b""; 5] }

@@ -7,7 +7,7 @@
 //! `identify`, …) is its type.
 
 use crate::http::Request;
-use crate::verify::{self, Candidates, Presented, Reject, Scheme};
+use crate::verify::{self, Presented, Reject, Scheme};
 
 /// The signature header (lowercase, as [`Request`] stores names).
 pub const SIGNATURE_HEADER: &str = "x-signature";
@@ -26,7 +26,5 @@ pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
     let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
     let tag =
         verify::decode_hex_tag(header, Scheme::Hmac, TAG_BYTES).ok_or(Reject::SignatureMissing)?;
-    let mut candidates = Candidates::new();
-    candidates.offer(Some(tag));
-    Ok(Presented::signed(None, candidates, [&req.body, b"", b"", b"", b""]))
+    Ok(Presented::body_tag(req, tag))
 }

@@ -5,7 +5,7 @@
 //! `event_type` (`form_response`, …) its type (Typeform's "Example webhook payload").
 
 use crate::http::Request;
-use crate::verify::{self, Candidates, Presented, Reject, Scheme};
+use crate::verify::{self, Presented, Reject, Scheme};
 
 /// The signature header (lowercase, as [`Request`] stores names).
 pub const SIGNATURE_HEADER: &str = "typeform-signature";
@@ -24,7 +24,5 @@ pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
     let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
     let b64 = header.strip_prefix(b"sha256=").ok_or(Reject::SignatureMissing)?;
     let tag = verify::decode_base64_tag(b64, Scheme::Hmac, 32).ok_or(Reject::SignatureMissing)?;
-    let mut candidates = Candidates::new();
-    candidates.offer(Some(tag));
-    Ok(Presented::signed(None, candidates, [&req.body, b"", b"", b"", b""]))
+    Ok(Presented::body_tag(req, tag))
 }

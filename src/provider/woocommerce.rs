@@ -5,7 +5,7 @@
 //! the topic (`order.updated`, …) in `X-WC-Webhook-Topic`; neither is signed.
 
 use crate::http::Request;
-use crate::verify::{self, Candidates, Presented, Reject, Scheme};
+use crate::verify::{self, Presented, Reject, Scheme};
 
 /// The signature header (lowercase, as [`Request`] stores names).
 pub const SIGNATURE_HEADER: &str = "x-wc-webhook-signature";
@@ -24,7 +24,5 @@ pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
     let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
     let tag =
         verify::decode_base64_tag(header, Scheme::Hmac, 32).ok_or(Reject::SignatureMissing)?;
-    let mut candidates = Candidates::new();
-    candidates.offer(Some(tag));
-    Ok(Presented::signed(None, candidates, [&req.body, b"", b"", b"", b""]))
+    Ok(Presented::body_tag(req, tag))
 }
