@@ -174,14 +174,32 @@ on_both_io! {
                 });
             }
         });
-        wait_for_open(&f, 0.0);
-        // Every limit place was given back: the address's full quota is served again.
-        let mut quota: Vec<Conn> = (0..8).map(|_| Conn::connect(addr)).collect();
-        wait_for_open(&f, 8.0);
-        for (n, conn) in quota.iter_mut().enumerate() {
-            conn.send(&signed_request("evt_after_storm"));
-            let r = conn.read_response();
-            assert_eq!(r.answer(), (200, "accepted".to_owned()), "connection {n} after the storm: {r}");
+        // Every limit place is given back: the address's full quota is served again. A storm
+        // connection can still sit in the kernel's accept queue after the open gauge first reads
+        // 0 (CI saw one take a place and refuse the 8th of ours), so a round that meets a
+        // straggler is retried; a leaked place refuses one of ours in every round.
+        let mut refused_rounds = 0;
+        for round in 0..STORM_ROUNDS_MAX {
+            wait_for_open(&f, 0.0);
+            let mut quota: Vec<Conn> = (0..8).map(|_| Conn::connect(addr)).collect();
+            let mut answers = Vec::new();
+            for (n, conn) in quota.iter_mut().enumerate() {
+                conn.send(&signed_request(&format!("evt_after_storm_{round}_{n}")));
+                answers.push(conn.read_response().answer());
+            }
+            drop(quota);
+            if answers.iter().all(|a| *a == (200, "accepted".to_owned())) {
+                return;
+            }
+            assert!(
+                answers.iter().all(|a| matches!(a, (200, s) if s == "accepted") || *a == (503, "overloaded".to_owned())),
+                "round {round} after the storm: {answers:?}"
+            );
+            refused_rounds += 1;
         }
+        panic!("the address's quota of 8 was never served whole after the storm: {refused_rounds} rounds refused one");
     }
 }
+
+/// Rounds of 8 connections tried after the storm before a place counts as leaked.
+const STORM_ROUNDS_MAX: usize = 20;
