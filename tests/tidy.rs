@@ -18,7 +18,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn sources() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // CARGO_MANIFEST_DIR as cargo sets it at run time: the checkout under test, even when the
+    // binary was built by another checkout sharing the target directory.
+    let root_buf = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let root = root_buf.as_path();
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     files.sort();

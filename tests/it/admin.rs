@@ -17,7 +17,7 @@ fn hookwall(args: &[&str], dir: &std::path::Path) -> Output {
 /// SPEC §2, STYLE "Every file in config/ is loaded by a test": the dev config is valid.
 #[test]
 fn check_config_accepts_the_dev_config() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = &crate::harness::repo_root();
     let out = hookwall(&["check-config", "-c", "config/dev.toml"], root);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -62,6 +62,14 @@ impl Source {
     }
 }
 
+/// The checkout under test: `CARGO_MANIFEST_DIR` as cargo sets it when it runs the test, not the
+/// one compiled in (a target directory shared by two checkouts can hand one checkout a test
+/// binary built in the other, which would then read the other's files).
+pub fn repo_root() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), Into::into)
+}
+
 /// `stripe-a`: Stripe, one key `k1`.
 pub fn stripe_a() -> Source {
     Source {

@@ -11,7 +11,7 @@ use std::process::Command;
 use hookwall::admin::METRIC_NAMES;
 
 fn config_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+    crate::harness::repo_root().join("config")
 }
 
 /// Runs `promtool args…` in `dir`; panics with its output unless it succeeds.

@@ -3,7 +3,6 @@
 //! (READY after start, WATCHDOG keep-alives, STOPPING on SIGTERM).
 
 use std::os::unix::net::UnixDatagram;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use crate::harness::{Fixture, Io};
 use crate::sink::Script;
 
 fn unit_text() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/hookwall.service");
+    let path = crate::harness::repo_root().join("systemd/hookwall.service");
     std::fs::read_to_string(path).expect("reading systemd/hookwall.service")
 }
 
@@ -127,7 +126,7 @@ fn serve_speaks_sd_notify() {
 /// `/var/lib/hookwall`), and every key in it carries a comment.
 #[test]
 fn production_example_config_passes_check_config() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = &crate::harness::repo_root();
     let text = std::fs::read_to_string(root.join("config/hookwall.example.toml"))
         .expect("reading config/hookwall.example.toml");
     for line in text.lines().map(str::trim) {

@@ -113,8 +113,7 @@ fn check(
 /// R1, R2: hookwall accepts what the official libraries sign and nothing with one byte changed.
 #[test]
 fn official_library_vectors_verify() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/official_vectors.json");
+    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
