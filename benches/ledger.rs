@@ -114,6 +114,7 @@ fn admit_burst(ledger: &Ledger, n: usize) -> Duration {
                 received_at_ms: 1_700_000_000_000,
                 content_type: Some(b"application/json".to_vec()),
                 body: BODY.to_vec(),
+                ordering: None,
                 reply: Box::new(move |d| {
                     let _ = tx.send(d);
                 }),

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod loadgen;
 pub mod metrics;
 pub mod offline;
+pub mod ordering;
 pub mod pipeline;
 pub mod provider;
 pub mod server;

@@ -8,6 +8,9 @@ pub const HEADER_COUNT_MAX: usize = 64;
 pub const EVENT_ID_BYTES_MAX: usize = 255;
 /// Longest event type kept, in bytes; longer types are `schema_rejected`.
 pub const EVENT_TYPE_BYTES_MAX: usize = 255;
+/// Longest ordering value kept as is, in bytes (R22); longer values are replaced by their
+/// SHA-256 in hex (71 bytes), so the ordering index key stays small.
+pub const ORDERING_VALUE_BYTES_MAX: usize = 128;
 /// Admissions that may wait for one shard writer; a full queue answers 503 `overloaded`.
 pub const SHARD_QUEUE_MAX: usize = 8192;
 /// Most admissions decided in one group-commit `WriteBatch`.

@@ -65,6 +65,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         secrets: vec![Secret { id: "given".to_owned(), key, not_before: None, not_after: None }],
         destination: 0,
         ack_deadline: provider.ack_deadline(),
+        ordering_key: None,
     };
     let req = Request {
         method: "POST".to_owned(),

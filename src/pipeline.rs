@@ -114,6 +114,7 @@ pub fn handle(
         received_at_ms: now_unix_ms,
         content_type,
         body: req.body,
+        ordering: inspected.ordering,
         reply: make_reply(),
     })
 }

@@ -429,6 +429,7 @@ mod tests {
             secrets,
             destination: 0,
             ack_deadline: Duration::from_secs(10),
+            ordering_key: None,
         }
     }
 

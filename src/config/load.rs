@@ -879,6 +879,11 @@ impl Check<'_> {
             default_ack,
         );
         self.unimplemented_source_keys(label, raw);
+        let ordering_key = raw.ordering_key.as_deref().and_then(|pointer| {
+            crate::ordering::OrderingKey::parse(pointer)
+                .map_err(|problem| self.error(&field("ordering_key"), problem))
+                .ok()
+        });
         Some(SourceConfig {
             id: String::new(),
             tenant: tenant?,
@@ -889,6 +894,7 @@ impl Check<'_> {
             secrets,
             destination: destination?,
             ack_deadline,
+            ordering_key,
         })
     }
 
@@ -950,15 +956,8 @@ impl Check<'_> {
         index
     }
 
-    /// `ordering_key` and `public_url`: checked for form, warned about, not used yet.
+    /// `public_url`: checked for form, warned about, not used yet.
     fn unimplemented_source_keys(&mut self, label: &str, raw: &RawSource) {
-        if let Some(pointer) = &raw.ordering_key {
-            let field = format!("{label}.ordering_key");
-            if !pointer.is_empty() && !pointer.starts_with('/') {
-                self.error(&field, format!("{pointer:?} is not a JSON pointer (starts with /)"));
-            }
-            self.warn(&field, "not implemented yet, ignored");
-        }
         if let Some(url) = &raw.public_url {
             let field = format!("{label}.public_url");
             if let Some(problem) = url_problem(url) {
@@ -1531,6 +1530,21 @@ mod tests {
         );
     }
 
+    /// R22: `ordering_key` is an RFC 6901 JSON pointer; anything else is a precise error.
+    #[test]
+    fn ordering_key_must_be_a_json_pointer() {
+        for (pointer, want) in [
+            ("data/id", "source[s].ordering_key: \"data/id\" is not a JSON pointer"),
+            ("", "source[s].ordering_key: \"\" is not a JSON pointer"),
+            ("/a~2", "source[s].ordering_key: \"/a~2\": `~` must be followed by 0 or 1"),
+        ] {
+            let text = minimal_with("", &format!("ordering_key = {pointer:?}"));
+            check(&text, Expect::Errors(&[want]));
+        }
+        let text = minimal_with("", "ordering_key = \"/data/object/id\"");
+        check(&text, Expect::Ok(&[]));
+    }
+
     #[test]
     fn warnings() {
         let top = "[ledger]\nsync = false\ndedupe_retention = \"1d\"\npayload_retention = \"2d\"";
@@ -1548,7 +1562,6 @@ mod tests {
                 "ledger.payload_retention: is longer than ledger.dedupe_retention",
                 "destination[unused].signing_secret: inline secret value; prefer env or file",
                 "source[s]: every secret is past its not_after",
-                "source[s].ordering_key: not implemented yet, ignored",
                 "ledger.dedupe_retention: is 1day but source s (github) needs at least 3days",
                 "destination[unused]: no source uses this destination",
             ]),

@@ -173,6 +173,9 @@ pub struct SourceConfig {
     pub destination: usize,
     /// The provider's acknowledgment deadline (defaults from the provider table).
     pub ack_deadline: Duration,
+    /// `ordering_key`: events with the same value at this JSON pointer are delivered one at a
+    /// time in admission order (R22, `crate::ordering`); `None` = no ordering.
+    pub ordering_key: Option<crate::ordering::OrderingKey>,
 }
 
 /// `[[destination]]`: where admitted events are forwarded (SPEC §5).

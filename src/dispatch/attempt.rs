@@ -219,6 +219,7 @@ mod tests {
             signed_at,
             content_type: Some(b"application/json".to_vec()),
             body: b"{}".to_vec(),
+            ordering: None,
         }
     }
 

@@ -84,6 +84,11 @@ pub(super) struct Engine {
     resumes_seen: u64,
     /// Per destination: the circuit breaker's count and probe time.
     breakers: Vec<Breaker>,
+    /// Ordering groups (R22) with a due event held back because an earlier event of the group
+    /// is unsettled; when that event settles, the schedule is rescanned from the head.
+    ordering_waiters: HashSet<String>,
+    /// In-flight ordered events and their groups.
+    in_flight_groups: std::collections::HashMap<Slot, String>,
 }
 
 /// One destination's circuit breaker (its open/closed state lives in [`super::Controls`], where
@@ -146,6 +151,8 @@ impl Engine {
             resumes_seen: controls.resumes(),
             breakers: vec![Breaker::default(); busy_len],
             controls,
+            ordering_waiters: HashSet::new(),
+            in_flight_groups: std::collections::HashMap::new(),
         }
     }
 
@@ -255,7 +262,17 @@ impl Engine {
         let mut held: Vec<bool> = vec![false; self.cursors.len()];
         for event in scan.events {
             let (shard, key) = (event.shard, (event.due_ms, event.seq));
-            let started = self.start(event);
+            let started = if scan.not_their_turn.contains(&(shard, event.seq)) {
+                // Held back behind an earlier event of its ordering group (R22). The cursor
+                // moves on (other groups keep flowing); the earlier event's settlement
+                // brings a rescan from the head.
+                if let Some(place) = &event.ordering {
+                    self.ordering_waiters.insert(group_of(&event.key, &place.value));
+                }
+                true
+            } else {
+                self.start(event)
+            };
             self.backlog |= !started;
             if let (Some(r), Some(h)) = (resume.get_mut(shard), held.get_mut(shard)) {
                 if !*h {
@@ -344,7 +361,12 @@ impl Engine {
         });
         read.await.unwrap_or_else(|e| {
             tracing::error!(code = "dispatch_scan_panicked", error = %e, "The dispatcher's ledger scan panicked.");
-            Scan { events: Vec::new(), full: false, next_due_ms: None }
+            Scan {
+                events: Vec::new(),
+                not_their_turn: HashSet::new(),
+                full: false,
+                next_due_ms: None,
+            }
         })
     }
 
@@ -372,6 +394,9 @@ impl Engine {
             return true;
         }
         self.busy[destination] += 1;
+        if let Some(place) = &event.ordering {
+            self.in_flight_groups.insert(slot, group_of(&event.key, &place.value));
+        }
         let target = Target {
             url: dest.url.clone(),
             timeout: dest.timeout,
@@ -470,6 +495,13 @@ impl Engine {
     /// (at-least-once, R21).
     fn settled(&mut self, shard: usize, seq: u64, ok: bool) {
         self.in_flight.remove(&(shard, seq));
+        if let Some(group) = self.in_flight_groups.remove(&(shard, seq)) {
+            if self.ordering_waiters.remove(&group) {
+                // Its group's next event may be due and was passed by the cursors.
+                self.cursors.iter_mut().for_each(|c| *c = None);
+                self.scan_wanted = true;
+            }
+        }
         if !ok {
             tracing::warn!(
                 code = "settlement_not_written",
@@ -520,6 +552,9 @@ fn lost(e: &tokio::task::JoinError) -> Wake {
 /// The due events of every shard and the earliest due time seen.
 struct Scan {
     events: Vec<DueEvent>,
+    /// Ordered events that are not the first unsettled event of their group (R22), or whose
+    /// turn could not be read: not attempted in this scan.
+    not_their_turn: HashSet<Slot>,
     /// Some shard returned `limit` events: more may be due.
     full: bool,
     next_due_ms: Option<u64>,
@@ -534,12 +569,22 @@ fn scan_shards(
     limit: usize,
     skip: &[HashSet<u64>],
 ) -> Scan {
-    let mut scan = Scan { events: Vec::new(), full: false, next_due_ms: None };
+    let mut scan =
+        Scan { events: Vec::new(), not_their_turn: HashSet::new(), full: false, next_due_ms: None };
     for (shard, skip) in skip.iter().enumerate() {
         let from = cursors.get(shard).copied().flatten();
         match inbox.due(shard, from, now_ms, limit, &|seq| skip.contains(&seq)) {
             Ok(events) => {
                 scan.full |= events.len() >= limit;
+                for event in events.iter().filter(|e| e.ordering.is_some()) {
+                    let turn = inbox.ordering_turn(event).unwrap_or_else(|error| {
+                        tracing::error!(code = "ledger_read_failed", shard, %error, "The dispatcher could not read an ordering group; the event waits.");
+                        false
+                    });
+                    if !turn {
+                        scan.not_their_turn.insert((shard, event.seq));
+                    }
+                }
                 scan.events.extend(events);
             }
             Err(error) => {
@@ -581,4 +626,9 @@ async fn attempt_task(
         received_at_ms: event.received_at_ms,
         result,
     }
+}
+
+/// An ordering group's name in the dispatcher's memory: `tenant/source` and the value (R22).
+fn group_of(key: &str, value: &str) -> String {
+    format!("{}\0{value}", crate::ledger::ordering_scope(key))
 }

@@ -18,7 +18,12 @@
 //! not burn every event's attempts.
 //!
 //! When a destination has a `signing_secret`, each attempt is signed with Standard Webhooks at
-//! attempt time (`attempt::sign`). Not yet: delivery in admission order per `ordering_key`.
+//! attempt time (`attempt::sign`).
+//!
+//! A source's `ordering_key` (R22, `crate::ordering`) makes the events of one ordering group go
+//! one at a time in admission order: a scan attempts an ordered event only when
+//! [`Inbox::ordering_turn`] says it is the first unsettled event of its group; the others wait
+//! (the cursor passes them) until the in-flight one settles, which rescans from the head.
 
 mod attempt;
 mod classify;

@@ -58,6 +58,7 @@ impl FakeInbox {
             signed_at: Some(crate::clock::now_unix_s() - 2),
             content_type: Some(b"application/json; charset=utf-8".to_vec()),
             body: body.to_vec(),
+            ordering: None,
         };
         let mut state = self.state.lock().expect("test lock");
         state.schedule.insert((0, seq));

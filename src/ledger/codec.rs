@@ -123,6 +123,22 @@ pub struct Claim {
     pub next_attempt_ms: Option<u64>,
     /// Last attempt error, at most `ATTEMPT_ERROR_BYTES_MAX` bytes.
     pub last_error: Option<String>,
+    /// The event's place in its ordering group while it is unsettled (R22, `ordering_key`);
+    /// `None` for unordered events and once the event is delivered, dead or dropped. Encoded
+    /// last and optional, so claims written before ordering existed decode as unordered.
+    pub ordering: Option<OrderPlace>,
+}
+
+/// Where an ordered event stands in its group (R22): its group (`tenant/source` ‖ ordering
+/// value) and its admission stamp, which orders the group's events across shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderPlace {
+    /// The ordering value from the body (at most `ORDERING_VALUE_BYTES_MAX` bytes).
+    pub value: String,
+    /// Admission stamp: Unix µs, strictly increasing over every shard of the process (and
+    /// above every stamp in the index at open), so an event acknowledged before another was
+    /// received always sorts first.
+    pub stamp: u64,
 }
 
 /// An admitted event as stored in `inbox/s` under its seq: what dispatch needs to forward it.
@@ -456,6 +472,10 @@ pub fn encode_claim(c: &Claim) -> Vec<u8> {
     e.opt_u64(c.delivered_at_ms);
     e.opt_u64(c.next_attempt_ms);
     e.opt_bytes(c.last_error.as_deref().map(str::as_bytes));
+    if let Some(o) = &c.ordering {
+        e.bytes(o.value.as_bytes());
+        e.u64(o.stamp);
+    }
     e.0
 }
 
@@ -476,6 +496,13 @@ pub fn decode_claim(v: &[u8]) -> Result<Claim, DecodeError> {
         delivered_at_ms: d.opt_u64("delivered_at_ms")?,
         next_attempt_ms: d.opt_u64("next_attempt_ms")?,
         last_error: d.opt_string("last_error")?,
+        ordering: None,
+    };
+    let claim = if d.0.is_empty() {
+        claim
+    } else {
+        let value = d.string("ordering value")?;
+        Claim { ordering: Some(OrderPlace { value, stamp: d.u64("ordering stamp")? }), ..claim }
     };
     d.end()?;
     Ok(claim)
@@ -666,6 +693,25 @@ mod tests {
             delivered_at_ms: None,
             next_attempt_ms: Some(1_700_000_001_000),
             last_error: Some("503 from destination".into()),
+            ordering: None,
+        }
+    }
+
+    /// R22: an ordered claim round-trips; cut at the end of the unordered fields it reads as
+    /// unordered (how claims written before ordering existed decode); any other cut fails.
+    #[test]
+    fn ordered_claims_round_trip_and_older_claims_read_as_unordered() {
+        let ordered = Claim {
+            ordering: Some(OrderPlace { value: "cus_1".into(), stamp: 1_700_000_000_000_123 }),
+            ..claim()
+        };
+        let bytes = encode_claim(&ordered);
+        assert_eq!(decode_claim(&bytes), Ok(ordered));
+        let plain = encode_claim(&claim());
+        assert_eq!(bytes[..plain.len()], plain[..]);
+        assert_eq!(decode_claim(&plain), Ok(claim()));
+        for cut in plain.len() + 1..bytes.len() {
+            assert!(decode_claim(&bytes[..cut]).is_err(), "cut at {cut}");
         }
     }
 
@@ -696,7 +742,11 @@ mod tests {
         }
         let mut long = bytes.clone();
         long.push(0);
-        assert_eq!(dec(&long), Err(DecodeError::Trailing(1)));
+        // Trailing bytes, or (claims) the start of an incomplete optional ordering place.
+        assert!(
+            matches!(dec(&long), Err(DecodeError::Trailing(1) | DecodeError::Short(_))),
+            "one trailing byte decoded"
+        );
         let mut versioned = bytes;
         versioned[0] = 9;
         assert_eq!(dec(&versioned), Err(DecodeError::Version(9)));

@@ -153,6 +153,7 @@ impl Ledger {
             sync: opts.sync,
             costs: (0..shards).map(|_| ShardCost::default()).collect(),
             retention: opts.retention,
+            order_stamp: AtomicU64::new(store::load_max_order_stamp(&db)?),
         });
         let mut writers = Vec::with_capacity(shards);
         let mut pending = vec![0i64; shared.source_ids.len()];

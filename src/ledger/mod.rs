@@ -14,12 +14,13 @@ mod read;
 mod store;
 mod writer;
 
-pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState};
+pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState, OrderPlace};
 pub use handle::{Error, Ledger, LedgerOptions, Retention, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
 pub use read::{
     EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
     LIST_SCAN_MAX,
 };
+pub use writer::scope_of as ordering_scope;
 
 /// An operator action on one event (R20), carried out by the shard writer that owns the key
 /// (invariant 3), committed with fsync together with its audit record, then answered.
@@ -117,6 +118,9 @@ pub struct Admission {
     pub content_type: Option<Vec<u8>>,
     /// The exact raw body (forwarded byte for byte).
     pub body: Vec<u8>,
+    /// The ordering value at the source's `ordering_key` (R22), when it has one and the body
+    /// holds a value there: events with the same value are delivered in admission order.
+    pub ordering: Option<String>,
     /// Receives the decision.
     pub reply: Reply,
 }
@@ -163,6 +167,8 @@ pub struct DueEvent {
     pub content_type: Option<Vec<u8>>,
     /// Exact original body.
     pub body: Vec<u8>,
+    /// Its place in its ordering group while unsettled (R22); `None` when unordered.
+    pub ordering: Option<OrderPlace>,
 }
 
 /// The result of one attempt, as decided by the dispatcher's classification.
@@ -235,6 +241,19 @@ pub trait Inbox: Send + Sync + 'static {
     /// # Errors
     /// The settlement itself, when the queue is full or the writer stopped.
     fn settle(&self, settlement: Settlement) -> Result<(), Settlement>;
+
+    /// Whether `event` may be attempted now under its source's `ordering_key` (R22): true for
+    /// an unordered event, and for an ordered one that is the first unsettled event of its
+    /// group (same `tenant/source` and ordering value) in admission order. Events behind the
+    /// first wait until it is delivered, dead-lettered or dropped. The default, for stores
+    /// that keep no ordering index, is always true (unordered delivery).
+    ///
+    /// # Errors
+    /// A read failure, as text for the log (the caller then holds the event back).
+    fn ordering_turn(&self, event: &DueEvent) -> Result<bool, String> {
+        let _ = event;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -437,9 +437,29 @@ impl Ledger {
                 signed_at: r.signed_at,
                 content_type: r.content_type,
                 body: r.body,
+                ordering: c.ordering,
             });
         }
         Ok(out)
+    }
+
+    /// Whether `event` is the first of its ordering group in the index (R22): the event the
+    /// group may deliver now. Unordered events, and an ordered event whose group has no entry
+    /// (released by a concurrent settlement), are always first.
+    fn first_in_group(&self, event: &DueEvent) -> Result<bool, Error> {
+        let Some(place) = &event.ordering else { return Ok(true) };
+        let db = &self.inner.db;
+        let group = store::meta_ordering_group(super::writer::scope_of(&event.key), &place.value);
+        let mode = IteratorMode::From(&group, rocksdb::Direction::Forward);
+        let Some(entry) = db.iterator_cf(store::cf(db, store::CF_META), mode).next() else {
+            return Ok(true);
+        };
+        let (k, _) = entry?;
+        if !k.starts_with(&group) || k.len() != group.len() + 18 {
+            return Ok(true);
+        }
+        let first = store::parse_meta_ordering(&k);
+        Ok(first.is_none_or(|(_, shard, seq)| (shard, seq) == (event.shard, event.seq)))
     }
 
     /// The first schedule key of `shard`, with typed errors.
@@ -490,6 +510,10 @@ impl Inbox for Ledger {
 
     fn settle(&self, settlement: Settlement) -> Result<(), Settlement> {
         self.queue_settlement(settlement)
+    }
+
+    fn ordering_turn(&self, event: &DueEvent) -> Result<bool, String> {
+        self.first_in_group(event).map_err(|e| e.to_string())
     }
 }
 

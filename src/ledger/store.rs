@@ -64,6 +64,44 @@ pub fn cf_schedule(s: usize) -> String {
 pub fn meta_expiry_prefix(s: usize) -> Vec<u8> {
     format!("exp/{s}/").into_bytes()
 }
+/// `meta` prefix of the ordering index (R22): `ord/` ‖ group length (u16 BE) ‖ group, where the
+/// group is `tenant/source` ‖ `\0` ‖ ordering value. Shared by every shard: entries are unique
+/// per event, and each is written and deleted only by the writer owning the event's key.
+pub const META_ORDERING: &[u8] = b"ord/";
+
+/// `meta` prefix of one ordering group's entries.
+pub fn meta_ordering_group(scope: &str, value: &str) -> Vec<u8> {
+    let len = scope.len() + 1 + value.len();
+    let mut k = Vec::with_capacity(META_ORDERING.len() + 2 + len + 18);
+    k.extend_from_slice(META_ORDERING);
+    k.extend_from_slice(
+        &u16::try_from(len).expect("scope and ordering value are bounded").to_be_bytes(),
+    );
+    k.extend_from_slice(scope.as_bytes());
+    k.push(0);
+    k.extend_from_slice(value.as_bytes());
+    k
+}
+
+/// `meta` key of one ordered event: its group prefix ‖ stamp (u64 BE) ‖ shard (u16 BE) ‖ seq
+/// (u64 BE) → idempotency key. A group's first entry is the event that may be delivered now.
+pub fn meta_ordering(scope: &str, value: &str, stamp: u64, shard: usize, seq: u64) -> Vec<u8> {
+    let mut k = meta_ordering_group(scope, value);
+    k.extend_from_slice(&stamp.to_be_bytes());
+    k.extend_from_slice(&u16::try_from(shard).expect("SHARDS_MAX fits u16").to_be_bytes());
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The (stamp, shard, seq) at the end of an ordering-index key.
+pub fn parse_meta_ordering(k: &[u8]) -> Option<(u64, usize, u64)> {
+    let tail = k.len().checked_sub(18).map(|at| &k[at..])?;
+    let stamp = u64::from_be_bytes(tail[..8].try_into().ok()?);
+    let shard = u16::from_be_bytes(tail[8..10].try_into().ok()?);
+    let seq = u64::from_be_bytes(tail[10..].try_into().ok()?);
+    Some((stamp, usize::from(shard), seq))
+}
+
 /// `meta` key of shard `s`'s next seq.
 pub fn meta_seq(s: usize) -> Vec<u8> {
     format!("seq/{s}").into_bytes()
@@ -211,6 +249,26 @@ pub fn load_next_seq(db: &Db, s: usize) -> Result<u64, Error> {
         Some(v) => codec::parse_u64(&v).map_err(|e| corrupt(CF_META, e)),
         None => Ok(0),
     }
+}
+
+/// The highest admission stamp in the ordering index (0 when empty): new stamps start above it,
+/// so admission order survives a restart even if the wall clock stepped back (R22).
+///
+/// # Errors
+/// Read failure or a malformed index key.
+pub fn load_max_order_stamp(db: &Db) -> Result<u64, Error> {
+    let mut max = 0;
+    let mode = IteratorMode::From(META_ORDERING, rocksdb::Direction::Forward);
+    for entry in db.iterator_cf(cf(db, CF_META), mode) {
+        let (k, _) = entry?;
+        if !k.starts_with(META_ORDERING) {
+            break;
+        }
+        let (stamp, _, _) = parse_meta_ordering(&k)
+            .ok_or_else(|| corrupt(CF_META, DecodeError::KeyLength(k.len())))?;
+        max = max.max(stamp);
+    }
+    Ok(max)
 }
 
 /// Shard `s`'s DLQ counters, by source index (only configured source ids).

@@ -58,6 +58,7 @@ fn admission(key: &str, fp: u8, source: u32, at_ms: u64) -> (Admission, Receiver
         received_at_ms: at_ms,
         content_type: Some(b"application/json".to_vec()),
         body: format!("{{\"id\":\"{key}\",\"v\":{fp}}}").into_bytes(),
+        ordering: None,
         reply: Box::new(move |d| tx.send(d).expect("test waits for the reply")),
     };
     (a, rx)
@@ -575,4 +576,82 @@ fn retention_expires_payloads_then_identities_of_settled_events_only() {
     check(&ledger, "t/s/waiting", 1, Decision::Duplicate);
     assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
     assert_eq!(ledger.sweep_expired(), 0, "each entry is handled once");
+}
+
+/// Admits `key` (fingerprint from `fp`) in ordering group `group` (R22).
+fn decide_ordered(ledger: &Ledger, key: &str, fp: u8, group: Option<&str>) -> Decision {
+    let (mut a, rx) = admission(key, fp, 0, 100);
+    a.ordering = group.map(str::to_owned);
+    assert!(ledger.admit(a).is_ok(), "queue has room");
+    rx.recv().expect("writer replies")
+}
+
+/// Whose turn it is among the due events: key → `ordering_turn`.
+fn turns(ledger: &Ledger) -> std::collections::BTreeMap<String, bool> {
+    due(ledger, u64::MAX / 2)
+        .into_iter()
+        .map(|e| {
+            let turn = ledger.ordering_turn(&e).expect("ordering index reads");
+            (e.key.clone(), turn)
+        })
+        .collect()
+}
+
+fn due_event(ledger: &Ledger, key: &str) -> DueEvent {
+    due(ledger, u64::MAX / 2).into_iter().find(|e| e.key == key).expect("event is due")
+}
+
+/// R22: over two shards, only the first unsettled event of an ordering group (in admission
+/// order) has its turn; a retry keeps it; delivery, dead-lettering and a drop pass the turn
+/// on; a replayed event is unordered; groups, tenants and unordered events are independent;
+/// admission order survives a reopen.
+#[test]
+fn ordering_groups_pass_the_turn_in_admission_order() {
+    let dir = tmp();
+    {
+        let (ledger, _) = open(dir.path(), 2);
+        for (n, key) in ["t/s/a0", "t/s/a1", "t/s/a2", "t/s/a3"].into_iter().enumerate() {
+            let fp = u8::try_from(n).expect("small");
+            assert_eq!(decide_ordered(&ledger, key, fp, Some("g")), Decision::Accepted);
+        }
+        assert_eq!(decide_ordered(&ledger, "t/s/b0", 9, Some("h")), Decision::Accepted);
+        assert_eq!(decide_ordered(&ledger, "u/s/c0", 9, Some("g")), Decision::Accepted);
+        assert_eq!(decide_ordered(&ledger, "t/s/plain", 9, None), Decision::Accepted);
+        // A duplicate copy adds nothing to the group.
+        assert_eq!(decide_ordered(&ledger, "t/s/a0", 0, Some("g")), Decision::Duplicate);
+        let t = turns(&ledger);
+        let expected = [
+            ("t/s/a0", true),
+            ("t/s/a1", false),
+            ("t/s/a2", false),
+            ("t/s/a3", false),
+            ("t/s/b0", true),
+            ("u/s/c0", true),
+            ("t/s/plain", true),
+        ];
+        for (key, turn) in expected {
+            assert_eq!(t[key], turn, "{key} in {t:?}");
+        }
+        let a0 = due_event(&ledger, "t/s/a0");
+        let retry = Outcome::Retry { next_ms: 150, error: "503".into() };
+        assert!(settle(&ledger, &a0, 1, retry));
+        assert!(!turns(&ledger)["t/s/a1"], "a retry keeps its place");
+        let a0 = due_event(&ledger, "t/s/a0");
+        assert!(settle(&ledger, &a0, 2, Outcome::Delivered { at_ms: 200 }));
+        assert!(turns(&ledger)["t/s/a1"], "delivered: the turn passes on");
+        assert!(!turns(&ledger)["t/s/a2"]);
+        assert!(operate(&ledger, "t/s/a1", OpAction::Drop).is_ok());
+        assert!(turns(&ledger)["t/s/a2"], "dropped: the turn passes on");
+        let a2 = due_event(&ledger, "t/s/a2");
+        assert!(settle(&ledger, &a2, 1, Outcome::Dead { error: "400".into() }));
+        assert!(turns(&ledger)["t/s/a3"], "dead-lettered: the turn passes on");
+        assert!(operate(&ledger, "t/s/a2", OpAction::Replay).is_ok());
+        let t = turns(&ledger);
+        assert!(t["t/s/a2"] && t["t/s/a3"], "a replayed event is unordered: {t:?}");
+        ledger.shutdown();
+    }
+    let (ledger, _) = open(dir.path(), 2);
+    assert_eq!(decide_ordered(&ledger, "t/s/a4", 4, Some("g")), Decision::Accepted);
+    let t = turns(&ledger);
+    assert!(t["t/s/a3"] && !t["t/s/a4"], "admission order survives a reopen: {t:?}");
 }

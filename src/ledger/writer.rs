@@ -49,6 +49,8 @@ pub(super) struct Shared {
     pub audit_seq: AtomicU64,
     /// Payload and identity retention (R25); `None` keeps everything.
     pub retention: Option<super::Retention>,
+    /// The last ordering stamp given out (R22): see [`Shared::next_order_stamp`].
+    pub order_stamp: AtomicU64,
 }
 
 /// How often a shard writer removes what retention expired (also when idle).
@@ -62,6 +64,28 @@ impl Shared {
     /// A fresh audit-key sequence number.
     pub fn next_audit_seq(&self) -> u64 {
         self.audit_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The admission stamp of an ordered event decided at `now_ms` (R22): Unix µs, strictly
+    /// above every stamp given out before by any shard writer of this process (and above the
+    /// index's highest at open). An event whose admission was committed and acknowledged
+    /// before another was received therefore always has the smaller stamp, whichever shards
+    /// own the two keys.
+    pub fn next_order_stamp(&self, now_ms: u64) -> u64 {
+        let floor = now_ms.saturating_mul(1000);
+        let mut last = self.order_stamp.load(Ordering::Relaxed);
+        loop {
+            let next = floor.max(last + 1);
+            match self.order_stamp.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => last = seen,
+            }
+        }
     }
 }
 
@@ -425,7 +449,15 @@ impl Writer {
             delivered_at_ms: None,
             next_attempt_ms: Some(d.due_ms),
             last_error: None,
+            ordering: None,
         };
+        let mut claim = claim;
+        if let Some(value) = a.ordering {
+            let stamp = self.shared.next_order_stamp(d.due_ms);
+            let k = store::meta_ordering(scope_of(&a.key), &value, stamp, self.shard, seq);
+            d.batch.put_cf(self.cf(CF_META), k, a.key.as_bytes());
+            claim.ordering = Some(codec::OrderPlace { value, stamp });
+        }
         let record = InboxRecord {
             key: a.key,
             source: a.source,
@@ -540,6 +572,7 @@ impl Writer {
                 claim.state = EventState::Delivered;
                 claim.delivered_at_ms = Some(at_ms);
                 claim.next_attempt_ms = None;
+                self.release_ordering(d, &key, &mut claim);
                 *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
                 self.schedule_expiry(d, &key, &claim);
             }
@@ -547,6 +580,7 @@ impl Writer {
                 claim.state = EventState::Dead;
                 claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
                 claim.next_attempt_ms = None;
+                self.release_ordering(d, &key, &mut claim);
                 *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
                 self.count_dead(d, claim.source);
             }
@@ -555,6 +589,15 @@ impl Writer {
         d.claims.insert(key, claim);
         d.durable_writes += 1;
         d.settlements.push((s.reply, true));
+    }
+
+    /// Takes a settled event out of its ordering group (R22), so the group's next event may be
+    /// delivered. A replayed event is not put back: it is delivered on its own (docs/admin.md).
+    fn release_ordering(&self, d: &mut Drain, key: &str, claim: &mut Claim) {
+        if let Some(o) = claim.ordering.take() {
+            let k = store::meta_ordering(scope_of(key), &o.value, o.stamp, self.shard, claim.seq);
+            d.batch.delete_cf(self.cf(CF_META), k);
+        }
     }
 
     /// An operator action (R20): checks the state, moves the schedule entry and the counters,
@@ -607,6 +650,7 @@ impl Writer {
             OpAction::Drop => {
                 claim.state = EventState::Dropped;
                 claim.next_attempt_ms = None;
+                self.release_ordering(d, &op.key, &mut claim);
                 if unsettled {
                     *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
                 }
@@ -940,4 +984,14 @@ fn nanos(d: std::time::Duration) -> u64 {
 
 fn take_operate(q: &Queues) -> Option<Item> {
     q.operate.try_recv().ok().map(Item::Operate)
+}
+
+/// The ordering scope of an idempotency key `tenant/source/event id`: `tenant/source` (R22:
+/// ordering groups never span sources or tenants).
+pub fn scope_of(key: &str) -> &str {
+    let mut slashes = key.match_indices('/').map(|(i, _)| i);
+    match (slashes.next(), slashes.next()) {
+        (Some(_), Some(second)) => &key[..second],
+        _ => key,
+    }
 }

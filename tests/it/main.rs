@@ -48,6 +48,7 @@ mod logs;
 mod metrics;
 mod observability;
 mod operator;
+mod ordering;
 mod providers;
 mod reload;
 mod shedding;

@@ -14,17 +14,25 @@ use std::time::{Duration, Instant};
 pub struct Script {
     first: Vec<u16>,
     then: u16,
+    /// How long the sink takes to answer each request (a slow destination).
+    delay: Duration,
 }
 
 impl Script {
     /// Every request gets `status`.
     pub fn always(status: u16) -> Script {
-        Script { first: Vec::new(), then: status }
+        Script { first: Vec::new(), then: status, delay: Duration::ZERO }
     }
 
     /// The first requests get `first` in order, every later one `then`.
     pub fn first_then(first: &[u16], then: u16) -> Script {
-        Script { first: first.to_vec(), then }
+        Script { first: first.to_vec(), then, delay: Duration::ZERO }
+    }
+
+    /// The same answers, each given `delay` after the request arrived (a slow destination:
+    /// the sink's connection thread holds the answer back; nothing in the test waits on it).
+    pub fn slow(self, delay: Duration) -> Script {
+        Script { delay, ..self }
     }
 
     fn status(&self, n: usize) -> u16 {
@@ -45,6 +53,10 @@ pub struct Recorded {
     pub body: Vec<u8>,
     /// The status the sink answered.
     pub answered: u16,
+    /// When the whole request had arrived.
+    pub arrived_at: Instant,
+    /// When its answer was written: `arrived_at` + the script's delay.
+    pub answered_at: Instant,
 }
 
 impl Recorded {
@@ -104,7 +116,7 @@ impl Sink {
         let mut state = self.shared.state.lock().expect("sink lock");
         let n = state.recorded.len();
         let first: Vec<u16> = (0..n).map(|i| state.script.status(i)).collect();
-        state.script = Script { first, then: status };
+        state.script = Script { first, then: status, delay: state.script.delay };
     }
 
     /// Everything received so far.
@@ -205,14 +217,19 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
-        let status = {
+        let (status, delay) = {
             let mut state = shared.state.lock().expect("sink lock");
             let status = state.script.status(state.recorded.len());
             recorded.answered = status;
+            recorded.answered_at = recorded.arrived_at + state.script.delay;
+            let delay = state.script.delay;
             state.recorded.push(recorded);
             shared.arrived.notify_all();
-            status
+            (status, delay)
         };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let answer = format!("HTTP/1.1 {status} Scripted\r\nContent-Length: 0\r\n\r\n");
         if stream.write_all(answer.as_bytes()).is_err() {
             return;
@@ -268,6 +285,8 @@ fn parse_request(buf: &[u8]) -> Option<(Recorded, usize)> {
         headers,
         body,
         answered: 0,
+        arrived_at: Instant::now(),
+        answered_at: Instant::now(),
     };
     Some((recorded, head_len + used))
 }
