@@ -114,7 +114,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
 
     notify_systemd(&[sd_notify::NotifyState::Ready]);
-    let reloader = Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics };
+    let reloader =
+        Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics, ledger: &ledger };
     let signal = wait_for_stop(&threads, &ledger, &reloader);
     tracing::info!(code = "stopping", reason = signal, "stopping");
     notify_systemd(&[sd_notify::NotifyState::Stopping]);
@@ -184,6 +185,8 @@ struct Reloader<'a> {
     live: &'a Live,
     certs: Option<&'a CertStore>,
     metrics: &'a Metrics,
+    /// Where each reload, applied or refused, is appended to the audit log (R20).
+    ledger: &'a Ledger,
 }
 
 impl Reloader<'_> {
@@ -191,16 +194,38 @@ impl Reloader<'_> {
     /// restart, swaps in the new certificate and then the new configuration (cores and the
     /// dispatcher pick it up on their next request or turn). Otherwise logs every reason at
     /// `error` with the code `reload_rejected` and keeps the running configuration.
+    ///
+    /// Every reload is an operator action: it is appended to the audit log (actor `sighup`,
+    /// action `config_reload`, reason `applied: …` or `refused: …` — field names and counts,
+    /// never values, R28); a failed audit write is logged and does not undo the reload.
     fn reload(&self) {
-        let applied = self.try_reload();
+        let outcome = self.try_reload();
+        let applied = outcome.is_ok();
+        let reason = match outcome {
+            Ok(summary) => format!("applied: {summary}"),
+            Err(summary) => format!("refused: {summary}"),
+        };
+        let record = crate::ledger::AuditRecord {
+            at_ms: crate::clock::now_unix_ms(),
+            actor: "sighup".to_owned(),
+            action: "config_reload".to_owned(),
+            key: None,
+            destination: None,
+            reason: Some(reason),
+            state_before: None,
+        };
+        if let Err(e) = self.ledger.append_audit(&record) {
+            tracing::error!(code = "audit_write_failed", error = %e, "The configuration reload could not be written to the audit log.");
+        }
         let stats = &self.metrics.reloads;
         let counter = if applied { &stats.applied } else { &stats.rejected };
         counter.fetch_add(1, Ordering::Relaxed);
         stats.last_rejected.store(!applied, Ordering::Relaxed);
     }
 
-    /// [`Reloader::reload`]'s work; whether the new configuration was put in force.
-    fn try_reload(&self) -> bool {
+    /// [`Reloader::reload`]'s work: `Ok` with a summary when the new configuration was put in
+    /// force, `Err` with the reason (counts and field names only) when it was refused.
+    fn try_reload(&self) -> Result<String, String> {
         let old = self.live.get();
         let path = old.path.clone();
         let new = match Config::load(&path) {
@@ -210,7 +235,7 @@ impl Reloader<'_> {
                     tracing::error!(code = "reload_rejected", config = %path.display(), "{e}");
                 }
                 tracing::error!(code = "reload_rejected", config = %path.display(), errors = errors.0.len(), "configuration reload refused: the file has errors; the running configuration stays");
-                return false;
+                return Err(format!("{} error(s) in the file (see the log)", errors.0.len()));
             }
         };
         let why = config_mod::restart_needed(&old, &new);
@@ -219,7 +244,7 @@ impl Reloader<'_> {
                 tracing::error!(code = "reload_rejected", config = %path.display(), "{reason}; restart hookwall to apply it");
             }
             tracing::error!(code = "reload_rejected", config = %path.display(), "configuration reload refused; the running configuration stays");
-            return false;
+            return Err(format!("needs a restart: {}", why.join("; ")));
         }
         for warning in &new.warnings {
             tracing::warn!(code = "config_warning", config = %path.display(), "{warning}");
@@ -230,7 +255,7 @@ impl Reloader<'_> {
         let (sources, destinations) = (new.sources.len(), new.destinations.len());
         self.live.replace(Arc::new(new));
         tracing::info!(code = "reloaded", config = %path.display(), sources, destinations, tls_reloaded = self.certs.is_some(), "configuration reloaded");
-        true
+        Ok(format!("{sources} sources, {destinations} destinations"))
     }
 }
 

@@ -246,6 +246,20 @@ fn quote(text: &str) -> String {
     serde_json::to_string(text).expect("a string serialises")
 }
 
+/// The config file for `setup`: its TOML plus, with an admin token, the `[admin]` table naming
+/// the token file (written to `dir/admin-token`). Used by start and reload alike, so a reload
+/// does not change `admin.token_file`.
+fn full_toml(dir: &Path, setup: &Setup, ingress: SocketAddr, admin: SocketAddr) -> String {
+    let mut toml = setup.toml(ingress, admin);
+    if let Some(token) = &setup.admin_token {
+        let token_path = dir.join("admin-token");
+        std::fs::write(&token_path, format!("{token}\n")).expect("writing the token file");
+        let _ =
+            writeln!(toml, "\n[admin]\ntoken_file = {}", quote(&token_path.display().to_string()));
+    }
+    toml
+}
+
 /// Two free loopback ports: bound to port 0 together (so they differ), then released.
 fn free_ports() -> (SocketAddr, SocketAddr) {
     let a = TcpListener::bind("127.0.0.1:0").expect("binding a probe port");
@@ -274,16 +288,7 @@ impl Hookwall {
         let (ingress, admin) = free_ports();
         let n = next_start_number();
         let config_path = dir.join(format!("hookwall-{n}.toml"));
-        let mut toml = setup.toml(ingress, admin);
-        if let Some(token) = &setup.admin_token {
-            let token_path = dir.join("admin-token");
-            std::fs::write(&token_path, format!("{token}\n")).expect("writing the token file");
-            let _ = writeln!(
-                toml,
-                "\n[admin]\ntoken_file = {}",
-                quote(&token_path.display().to_string())
-            );
-        }
+        let toml = full_toml(dir, setup, ingress, admin);
         std::fs::write(&config_path, toml).expect("writing the config");
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
@@ -356,7 +361,8 @@ impl Hookwall {
     /// reload's outcome is logged; returns whether it was applied (`reloaded`) or refused
     /// (`reload_rejected`).
     pub fn reload(&mut self, setup: &Setup) -> bool {
-        std::fs::write(&self.config_path, setup.toml(self.ingress, self.admin))
+        let dir = self.config_path.parent().expect("the config is in the test's dir");
+        std::fs::write(&self.config_path, full_toml(dir, setup, self.ingress, self.admin))
             .expect("rewriting the config");
         let outcomes = |log: &str| {
             let applied = log.matches("configuration reloaded").count();

@@ -533,3 +533,33 @@ fn breaker_opens_on_failures_and_closes_on_success() {
     // and one more that may have started while the test switched the destination back on.
     assert!(failed <= EVENTS + 3, "{failed} failed attempts: the breaker did not hold them back");
 }
+
+/// R20 (issue 4 item 3): every configuration reload is an operator action in the audit log:
+/// a refused one with its reason, an applied one with what it put in force; actor `sighup`.
+#[test]
+fn config_reloads_are_audited() {
+    let mut f = fixture(Script::always(200), |_| {});
+    let mut bad = f.hw.setup.clone();
+    bad.backoff_min = "soon";
+    assert!(!f.hw.reload(&bad), "a bad file is refused");
+    let good = f.hw.setup.clone();
+    assert!(f.hw.reload(&good), "the good file is applied:\n{}", f.hw.stderr());
+    let audit = admin(&f, "GET", "/admin/audit?limit=10", Some(TOKEN), "").json();
+    let items = audit["items"].as_array().cloned().expect("items");
+    let reasons: Vec<&str> = items
+        .iter()
+        .filter(|i| i["action"] == "config_reload" && i["actor"] == "sighup")
+        .map(|i| i["reason"].as_str().expect("a reason"))
+        .collect();
+    assert_eq!(reasons.len(), 2, "both reloads are audited: {audit}");
+    assert!(
+        reasons.iter().any(
+            |r| r.starts_with("refused: ") && r.ends_with("error(s) in the file (see the log)")
+        ),
+        "the refused reload and why: {audit}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.starts_with("applied: 4 sources, 1 destinations")),
+        "the applied reload: {audit}"
+    );
+}
