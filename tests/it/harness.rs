@@ -397,6 +397,18 @@ impl Hookwall {
         self.signal(libc::SIGTERM);
     }
 
+    /// The child's peak resident set (`VmHWM` in `/proc/PID/status`), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let child = self.child.as_ref().expect("hookwall is running");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .expect("reading /proc/PID/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status")
+    }
+
     /// Sends `signal` to the child without waiting.
     pub fn signal(&self, signal: i32) {
         let child = self.child.as_ref().expect("hookwall is running");

@@ -418,63 +418,134 @@ fn pause_stops_attempts_and_resume_delivers() {
     assert_eq!(actions, [("pause", "sink"), ("resume", "sink")], "newest first: {audit}");
 }
 
-/// R20: `dlq replay --all` over many dead events (2 000) pages through the list, replays every
-/// one (throttled by `--rate`), and each is then delivered exactly once more.
+/// R20 (issue 4 proof): `dlq replay --all` over 10 000 dead events pages through the list,
+/// replays every one (throttled by `--rate`), and each is then delivered exactly once more —
+/// with bounded memory: the CLI's peak RSS stays under [`CLI_RSS_MAX_KIB`] and the server's
+/// grows by less than [`SERVER_RSS_GROWTH_MAX_KIB`] over the replay and redelivery (nothing
+/// loads the whole dead-letter queue).
 #[test]
 fn bulk_replay_of_many_dead_events() {
-    const EVENTS: usize = 2000;
+    const EVENTS: usize = 10_000;
+    const SENDERS: usize = 4;
     let f = fixture(Script::always(400), |s| s.cores = 1);
     let s = stripe_a();
-    let mut conn = client::Conn::connect(f.hw.ingress);
-    let mut keys = Vec::with_capacity(EVENTS);
-    for n in 0..EVENTS {
-        let id = format!("{}_{n}", sign::unique_id("evt_bulk"));
-        let body = sign::body(Provider::Stripe, &id, "bulk");
-        let headers =
-            sign::headers(Provider::Stripe, s.secrets[0].1, &id, sign::now_unix_s(), &body);
-        conn.send(&client::request("POST", "/webhooks/stripe-a", &headers, &body));
-        let r = conn.read_response();
-        assert_eq!(r.code(), "accepted", "{r}");
-        keys.push(s.key(&id));
-    }
+    let prefix = sign::unique_id("evt_bulk");
+    let keys: Vec<String> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|t| {
+                let (s, prefix, addr) = (&s, &prefix, f.hw.ingress);
+                scope.spawn(move || {
+                    let mut conn = client::Conn::connect(addr);
+                    let mut keys = Vec::with_capacity(EVENTS / SENDERS);
+                    for n in (t..EVENTS).step_by(SENDERS) {
+                        let id = format!("{prefix}_{n}");
+                        let body = sign::body(Provider::Stripe, &id, "bulk");
+                        let headers = sign::headers(
+                            Provider::Stripe,
+                            s.secrets[0].1,
+                            &id,
+                            sign::now_unix_s(),
+                            &body,
+                        );
+                        conn.send(&client::request("POST", "/webhooks/stripe-a", &headers, &body));
+                        let r = conn.read_response();
+                        assert_eq!(r.code(), "accepted", "{r}");
+                        keys.push(s.key(&id));
+                    }
+                    keys
+                })
+            })
+            .collect();
+        senders.into_iter().flat_map(|h| h.join().expect("sender")).collect()
+    });
+    assert_eq!(keys.len(), EVENTS);
     let depth = EVENTS as f64;
-    wait_for_sample(
-        &f.hw,
-        "hookwall_dlq_depth",
-        &[("source", "stripe-a")],
-        depth,
-        Duration::from_secs(60),
-    );
+    let bound = Duration::from_secs(120);
+    wait_for_sample(&f.hw, "hookwall_dlq_depth", &[("source", "stripe-a")], depth, bound);
+    let server_before = f.hw.peak_rss_kib();
     f.sink.answer_from_now(200);
-    let out = dlq(
-        &f,
-        &[
-            "replay", "--all", "--source", "stripe-a", "--reason", "bulk", "--rate", "2000",
-            "--json",
-        ],
-    );
+    let admin_url = format!("http://{}", f.hw.admin);
+    let token_file = f.dir.path().join("admin-token").display().to_string();
+    let args = [
+        "dlq",
+        "replay",
+        "--all",
+        "--source",
+        "stripe-a",
+        "--reason",
+        "bulk",
+        "--rate",
+        "5000",
+        "--json",
+        "--admin",
+        &admin_url,
+        "--token-file",
+        &token_file,
+    ];
+    let (out, cli_peak_kib) = run_measured(&args);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let summary = stdout_json(&out);
     assert_eq!(summary["replayed"], EVENTS, "{summary}");
     assert_eq!(summary["failed"], 0, "{summary}");
-    wait_for_sample(
-        &f.hw,
-        "hookwall_dlq_depth",
-        &[("source", "stripe-a")],
-        0.0,
-        Duration::from_secs(60),
-    );
-    let all = f.sink.wait_until(Duration::from_secs(60), "every replay delivered", |r| {
+    wait_for_sample(&f.hw, "hookwall_dlq_depth", &[("source", "stripe-a")], 0.0, bound);
+    let all = f.sink.wait_until(bound, "every replay delivered", |r| {
         r.iter().filter(|r| r.answered == 200).count() >= EVENTS
     });
-    for key in keys.iter().step_by(97) {
-        let n =
-            all.iter().filter(|r| r.header("idempotency-key") == key && r.answered == 200).count();
-        assert_eq!(n, 1, "{key} delivered once after the replay");
+    let mut delivered = std::collections::HashMap::new();
+    for r in all.iter().filter(|r| r.answered == 200) {
+        *delivered.entry(r.header("idempotency-key")).or_insert(0) += 1;
+    }
+    for key in &keys {
+        assert_eq!(delivered.get(key.as_str()), Some(&1), "{key} delivered once after the replay");
     }
     let audit = admin(&f, "GET", "/admin/audit?limit=1000", Some(TOKEN), "").json();
     assert_eq!(audit["items"].as_array().map(Vec::len), Some(1000), "one audit record per replay");
     assert!(audit["next_cursor"].is_string(), "more audit records on the next page");
+    assert!(
+        cli_peak_kib < CLI_RSS_MAX_KIB,
+        "hookwall dlq replay --all peaked at {cli_peak_kib} KiB for {EVENTS} events"
+    );
+    let growth = f.hw.peak_rss_kib().saturating_sub(server_before);
+    assert!(
+        growth < SERVER_RSS_GROWTH_MAX_KIB,
+        "the server's peak RSS grew by {growth} KiB over a replay of {EVENTS} events"
+    );
+}
+
+/// Peak RSS allowed to `hookwall dlq replay --all` (KiB): a page of 1 000 events at a time.
+const CLI_RSS_MAX_KIB: u64 = 64 * 1024;
+/// Growth of the server's peak RSS allowed over a bulk replay and redelivery (KiB).
+const SERVER_RSS_GROWTH_MAX_KIB: u64 = 48 * 1024;
+
+/// Runs `hookwall ARGS…` to completion; its output and its peak RSS in KiB (`ru_maxrss` of
+/// this very child, from wait4).
+fn run_measured(args: &[&str]) -> (Output, u64) {
+    use std::io::Read as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(args)
+        .env_remove("HOOKWALL_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running hookwall dlq");
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut err_pipe = child.stderr.take().expect("stderr pipe");
+    let err_reader = std::thread::spawn(move || {
+        let _ = err_pipe.read_to_end(&mut stderr);
+        stderr
+    });
+    child.stdout.take().expect("stdout pipe").read_to_end(&mut stdout).expect("reading stdout");
+    let stderr = err_reader.join().expect("stderr reader");
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child, with valid out-pointers.
+    let rc = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
+    assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    let peak = u64::try_from(usage.ru_maxrss).expect("ru_maxrss is positive");
+    (Output { status, stdout, stderr }, peak)
 }
 
 /// Item 6: after `breaker_failures_max` consecutive failures the breaker opens (metric and
