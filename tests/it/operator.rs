@@ -519,6 +519,7 @@ const SERVER_RSS_GROWTH_MAX_KIB: u64 = 48 * 1024;
 
 /// Runs `hookwall ARGS…` to completion; its output and its peak RSS in KiB (`ru_maxrss` of
 /// this very child, from wait4).
+#[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also gives its rusage")]
 fn run_measured(args: &[&str]) -> (Output, u64) {
     use std::io::Read as _;
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
