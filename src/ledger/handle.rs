@@ -318,7 +318,7 @@ impl Ledger {
 
     /// Makes every shard writer remove what retention has expired by now (R25) and waits for
     /// them; returns how many records were removed. Writers also do this by themselves every
-    /// `SWEEP_EVERY`; this is for tests and operators who cannot wait.
+    /// `sweep_every` (at most 10 s); this is for tests and operators who cannot wait.
     pub fn sweep_expired(&self) -> usize {
         let mut removed = 0;
         for q in &self.inner.queues {

@@ -655,3 +655,20 @@ fn ordering_groups_pass_the_turn_in_admission_order() {
     let t = turns(&ledger);
     assert!(t["t/s/a3"] && !t["t/s/a4"], "admission order survives a reopen: {t:?}");
 }
+
+/// R25: writers sweep every quarter of the shortest non-zero retention, between 250 ms and
+/// 10 s, so short test retentions expire promptly and production ones cost a sweep per 10 s.
+#[test]
+fn sweep_period_follows_the_shortest_retention() {
+    use std::time::Duration as D;
+    let r = |payload: u64, dedupe: u64| Retention {
+        payload: D::from_millis(payload),
+        dedupe: D::from_millis(dedupe),
+        now_ms: Arc::new(|| 0),
+    };
+    let day = 86_400_000;
+    assert_eq!(super::writer::sweep_every(&r(3 * day, 7 * day)), D::from_secs(10));
+    assert_eq!(super::writer::sweep_every(&r(2000, 6000)), D::from_millis(500));
+    assert_eq!(super::writer::sweep_every(&r(0, 4000)), D::from_secs(1), "0 = at settlement");
+    assert_eq!(super::writer::sweep_every(&r(100, 200)), D::from_millis(250));
+}

@@ -53,8 +53,18 @@ pub(super) struct Shared {
     pub order_stamp: AtomicU64,
 }
 
-/// How often a shard writer removes what retention expired (also when idle).
-const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest time between two sweeps of a shard writer (also when idle).
+const SWEEP_EVERY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+/// Shortest time between two timed sweeps.
+const SWEEP_EVERY_MIN: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How often a shard writer removes what retention expired: a quarter of the shortest non-zero
+/// retention, within `SWEEP_EVERY_MIN..=SWEEP_EVERY_MAX` — so an expiry is carried out at most
+/// a quarter of its retention late, and day-long production retentions sweep every 10 s (R25).
+pub(super) fn sweep_every(r: &super::Retention) -> std::time::Duration {
+    let shortest = [r.payload, r.dedupe].into_iter().filter(|d| !d.is_zero()).min();
+    shortest.map_or(SWEEP_EVERY_MAX, |d| (d / 4).clamp(SWEEP_EVERY_MIN, SWEEP_EVERY_MAX))
+}
 /// Most expiry entries one sweep handles. A full sweep leaves a backlog, swept after every
 /// following drain until it is gone: at 4096 per drain this outpaces the two entries each
 /// admission of a drain (at most `COMMIT_BATCH_MAX`) eventually adds.
@@ -336,8 +346,9 @@ impl Writer {
             let _ = gate.recv();
         }
         let mut swept_at = clock::monotonic();
-        let sweeps = self.shared.retention.is_some();
-        while let Some(first) = next_item(&q, sweeps) {
+        let every = self.shared.retention.as_ref().map(sweep_every);
+        let sweeps = every.is_some();
+        while let Some(first) = next_item(&q, every) {
             if let Item::Sweep(reply) = first {
                 // Alone in its drain: a removed claim never meets this drain's overlay.
                 let removed = self.sweep();
@@ -349,7 +360,7 @@ impl Writer {
             }
             let items = drain_more(first, &q);
             self.process(items);
-            let timer = clock::monotonic().duration_since(swept_at) >= SWEEP_EVERY;
+            let timer = every.is_some_and(|e| clock::monotonic().duration_since(swept_at) >= e);
             if sweeps && (self.expiry_backlog || timer) {
                 self.sweep();
                 swept_at = clock::monotonic();
@@ -927,9 +938,10 @@ impl Writer {
 }
 
 /// Blocks for the next item; `None` once `stop` disconnects (or every queue does).
-fn next_item(q: &Queues, sweeps: bool) -> Option<Item> {
-    // Idle writers with retention sweep every `SWEEP_EVERY`; without it, they just wait.
-    let idle = if sweeps { SWEEP_EVERY } else { std::time::Duration::from_secs(3600) };
+fn next_item(q: &Queues, sweep_every: Option<std::time::Duration>) -> Option<Item> {
+    // Idle writers with retention sweep every `sweep_every`; without it, they just wait.
+    let sweeps = sweep_every.is_some();
+    let idle = sweep_every.unwrap_or(std::time::Duration::from_secs(3600));
     loop {
         select! {
             recv(q.admit) -> m => return m.ok().map(Item::Admit),

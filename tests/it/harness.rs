@@ -158,6 +158,8 @@ pub struct Setup {
     pub breaker_failures_max: Option<u32>,
     /// `destination.signing_secret` as an inline value (`whsec_…`).
     pub signing_secret: Option<String>,
+    /// Extra TOML lines in `[ledger]` (e.g. retention).
+    pub ledger_extra: String,
 }
 
 impl Setup {
@@ -184,6 +186,7 @@ impl Setup {
             paused: false,
             breaker_failures_max: None,
             signing_secret: None,
+            ledger_extra: String::new(),
         }
     }
 
@@ -201,7 +204,8 @@ impl Setup {
         let _ = writeln!(t, "{}", self.server_extra);
         let _ = writeln!(t, "[ledger]");
         let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));
-        let _ = writeln!(t, "sync = true\n");
+        let _ = writeln!(t, "sync = true");
+        let _ = writeln!(t, "{}\n", self.ledger_extra);
         for s in &self.sources {
             let _ = writeln!(t, "[[source]]");
             let _ = writeln!(t, "id = {}", quote(s.id));

@@ -635,3 +635,72 @@ fn config_reloads_are_audited() {
         "the applied reload: {audit}"
     );
 }
+
+/// Retention of this test (R25): short, so a real run shows expiry within seconds; the shard
+/// writers then sweep every quarter of the shorter one (500 ms), so the payload is gone ~2 s
+/// before the identity.
+const PAYLOAD_RETENTION: Duration = Duration::from_secs(2);
+const DEDUPE_RETENTION: Duration = Duration::from_secs(6);
+
+/// Polls `GET /admin/events/{key}` until `done(answer)` (bounded by 40 s, room for a loaded
+/// machine); returns the answer.
+fn poll_event(f: &Fixture, key: &str, what: &str, done: impl Fn(&Response) -> bool) -> Response {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let r = admin(f, "GET", &format!("/admin/events/{}", encoded(key)), Some(TOKEN), "");
+        if done(&r) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{key}: {what} did not happen: {r}");
+        std::thread::sleep(Duration::from_millis(100)); // poll interval
+    }
+}
+
+/// R25 (issue 4 item 6) over the real binary: a delivered event keeps its payload for
+/// `payload_retention` and its identity for `dedupe_retention` — copies inside the window are
+/// duplicates — and neither is removed early; after `dedupe_retention` the identity is gone
+/// and a copy is admitted and forwarded anew. (The ledger's own test drives the same sweep
+/// with a controllable clock:
+/// `ledger::tests::retention_expires_payloads_then_identities_of_settled_events_only`.)
+#[test]
+fn retention_removes_payload_then_identity_never_early() {
+    let f = fixture(Script::always(200), |s| {
+        s.ledger_extra = format!(
+            "payload_retention = \"{}s\"\ndedupe_retention = \"{}s\"",
+            PAYLOAD_RETENTION.as_secs(),
+            DEDUPE_RETENTION.as_secs()
+        );
+    });
+    let s = stripe_a();
+    let id = sign::unique_id("evt_retention");
+    let body = sign::body(Provider::Stripe, &id, "kept for a while");
+    let key = s.key(&id);
+    let sent_at = Instant::now();
+    assert_eq!(f.hw.deliver(&s, &id, &body).code(), "accepted");
+    f.sink.wait_for_key(&key, 1, FORWARD_TIMEOUT);
+    let detail = wait_for_state(&f, &key, "delivered");
+    assert_eq!(detail["payload_retained"], true, "{detail}");
+    let r = f.hw.deliver(&s, &id, &body);
+    if sent_at.elapsed() < DEDUPE_RETENTION {
+        assert_eq!(r.code(), "duplicate", "a copy inside dedupe_retention: {r}");
+    }
+
+    let gone = poll_event(&f, &key, "payload removal", |r| r.json()["payload_retained"] == false);
+    assert!(
+        sent_at.elapsed() >= PAYLOAD_RETENTION,
+        "payload removed {:?} after admission, before payload_retention: {gone}",
+        sent_at.elapsed()
+    );
+    assert_eq!(gone.json()["state"], "delivered", "the identity outlives the payload: {gone}");
+    assert!(gone.json()["payload"].is_null(), "{gone}");
+
+    poll_event(&f, &key, "identity removal", |r| r.status == 404);
+    assert!(
+        sent_at.elapsed() >= DEDUPE_RETENTION,
+        "identity removed {:?} after admission, before dedupe_retention",
+        sent_at.elapsed()
+    );
+    let again = f.hw.deliver(&s, &id, &body);
+    assert_eq!(again.code(), "accepted", "after dedupe_retention a copy is new: {again}");
+    f.sink.wait_for_key(&key, 2, FORWARD_TIMEOUT);
+}
