@@ -575,10 +575,13 @@ impl Check<'_> {
 
     fn config(&mut self, raw: RawConfig) -> Config {
         let server = self.server(&raw.server);
-        let ledger = self.ledger(&raw.ledger, server.cores);
+        let mut ledger = self.ledger(&raw.ledger, server.cores);
         let admin = self.admin(&raw.admin);
         let destinations = self.destinations(&raw.destination);
         let sources = self.sources(&raw.source, &destinations);
+        if raw.ledger.dedupe_retention.is_none() {
+            ledger.dedupe_retention = default_dedupe_retention(&sources);
+        }
         self.retention_warnings(&ledger, &sources);
         self.unused_destination_warnings(&sources, &destinations);
         let path = self.file.to_path_buf();
@@ -1075,7 +1078,8 @@ impl Check<'_> {
     }
 
     /// R25 / checklist item 9: an identity must outlive the provider's retries and twice the
-    /// tolerance, or a late retry is admitted twice.
+    /// tolerance, or a late retry is admitted twice. (Only an explicit `dedupe_retention` can
+    /// be short: the default is [`default_dedupe_retention`].)
     fn retention_warnings(&mut self, ledger: &LedgerConfig, sources: &[SourceConfig]) {
         let retention = ledger.dedupe_retention;
         for source in sources {
@@ -1117,6 +1121,16 @@ fn secs(seconds: u64) -> Duration {
 
 fn days(days: u64) -> Duration {
     Duration::from_secs(days * 86_400)
+}
+
+/// `ledger.dedupe_retention` when the file sets none (R25): 7 days, or longer when a
+/// configured source needs it — its provider's retry horizon plus a day of margin (Stripe
+/// retries for 3 days → 4 days), and never under twice its tolerance.
+pub fn default_dedupe_retention(sources: &[SourceConfig]) -> Duration {
+    sources
+        .iter()
+        .map(|s| (s.provider.retry_horizon() + days(1)).max(s.tolerance.saturating_mul(2)))
+        .fold(days(7), Duration::max)
 }
 
 #[cfg(test)]
@@ -1543,6 +1557,22 @@ mod tests {
         }
         let text = minimal_with("", "ordering_key = \"/data/object/id\"");
         check(&text, Expect::Ok(&[]));
+    }
+
+    /// R25: without `dedupe_retention`, identities are kept 7 days, or longer when a source's
+    /// retry horizon (+ 1 day) or twice its tolerance needs it.
+    #[test]
+    fn dedupe_retention_defaults_from_the_sources() {
+        let config =
+            Config::from_toml_str_at(&minimal_with("", ""), Path::new("x.toml"), &env, NOW)
+                .unwrap();
+        assert_eq!(config.ledger.dedupe_retention, days(7));
+        let long = minimal_with("", "tolerance = \"5d\"");
+        let config = Config::from_toml_str_at(&long, Path::new("x.toml"), &env, NOW).unwrap();
+        assert_eq!(config.ledger.dedupe_retention, days(10), "2 × a 5-day tolerance");
+        let set = minimal_with("[ledger]\ndedupe_retention = \"8d\"", "tolerance = \"5d\"");
+        let config = Config::from_toml_str_at(&set, Path::new("x.toml"), &env, NOW).unwrap();
+        assert_eq!(config.ledger.dedupe_retention, days(8), "an explicit value stands (warned)");
     }
 
     #[test]
