@@ -568,14 +568,34 @@ fn retention_expires_payloads_then_identities_of_settled_events_only() {
     assert!(detail.attempts.is_empty(), "attempt history goes with the payload");
     assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
 
+    // A conflict (quarantine) and a schema reject, a day after the start.
+    assert_eq!(decide(&ledger, "t/s/waiting", 9, 0, start + DAY_MS), Decision::Conflict);
+    ledger.reject(RejectedRecord {
+        source: 0,
+        received_at_ms: start + DAY_MS,
+        reason: "no_event_id",
+        event_id: None,
+        body_bytes: 1,
+        fingerprint: [1; 32],
+    });
+    check(&ledger, "t/s/barrier", 1, Decision::Accepted);
+    let minimised = |l: &Ledger| {
+        (l.quarantined(10).expect("reads").len(), l.rejected(10).expect("reads").len())
+    };
+    assert_eq!(minimised(&ledger), (1, 1));
+
     now.store(start + 8 * DAY_MS, Ordering::SeqCst);
     assert_eq!(ledger.sweep_expired(), 1, "the delivered event's identity");
+    assert_eq!(minimised(&ledger), (1, 1), "quarantine and rejects live dedupe_retention too");
     assert!(ledger.event("t/s/done").expect("reads").is_none(), "identity gone");
     check(&ledger, "t/s/done", 2, Decision::Accepted);
     check(&ledger, "t/s/dead", 1, Decision::Duplicate);
     check(&ledger, "t/s/waiting", 1, Decision::Duplicate);
     assert!(payload("t/s/dead").is_some() && payload("t/s/waiting").is_some());
     assert_eq!(ledger.sweep_expired(), 0, "each entry is handled once");
+    now.store(start + 9 * DAY_MS, Ordering::SeqCst);
+    ledger.sweep_expired();
+    assert_eq!(minimised(&ledger), (0, 0), "quarantine and rejects gone after dedupe_retention");
 }
 
 /// Admits `key` (fingerprint from `fp`) in ordering group `group` (R22).

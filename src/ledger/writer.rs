@@ -602,6 +602,30 @@ impl Writer {
         d.settlements.push((s.reply, true));
     }
 
+    /// The quarantine (R11) and rejected (R23) records received before `cutoff_ms` (Unix ms:
+    /// now − `dedupe_retention`, the life of the identities they are about) are removed with one
+    /// range delete per column family — their keys start with the time, big-endian — and only
+    /// when the oldest record is that old, so an idle sweep writes nothing. Done by shard 0's
+    /// writer alone (the column families are global); the audit log is kept (operator actions
+    /// are few, and kept for accountability).
+    fn expire_minimised(&self, batch: &mut WriteBatch, cutoff_ms: u64) {
+        for name in [CF_QUARANTINE, CF_REJECTED] {
+            let cf = self.cf(name);
+            let oldest = self.db.iterator_cf(cf, rocksdb::IteratorMode::Start).next();
+            let expired = match oldest {
+                Some(Ok((k, _))) => k.get(..8).is_some_and(|t| t < &cutoff_ms.to_be_bytes()[..]),
+                Some(Err(e)) => {
+                    tracing::error!(code = "ledger_read_failed", cf = name, error = %e, "The ledger could not read a minimised record; retention waits for the next sweep.");
+                    false
+                }
+                None => false,
+            };
+            if expired {
+                batch.delete_range_cf(cf, [0u8; 8], cutoff_ms.to_be_bytes());
+            }
+        }
+    }
+
     /// Takes a settled event out of its ordering group (R22), so the group's next event may be
     /// delivered. A replayed event is not put back: it is delivered on its own (docs/admin.md).
     fn release_ordering(&self, d: &mut Drain, key: &str, claim: &mut Claim) {
@@ -797,6 +821,11 @@ impl Writer {
             removed += 1;
         }
         self.expiry_backlog = handled == SWEEP_BATCH_MAX;
+        if self.shard == 0 {
+            let cutoff =
+                now.saturating_sub(u64::try_from(r.dedupe.as_millis()).unwrap_or(u64::MAX));
+            self.expire_minimised(&mut batch, cutoff);
+        }
         if batch.is_empty() {
             return 0;
         }
