@@ -201,7 +201,7 @@ impl Reloader<'_> {
     fn reload(&self) {
         let outcome = self.try_reload();
         let applied = outcome.is_ok();
-        let reason = match outcome {
+        let reason = match &outcome {
             Ok(summary) => format!("applied: {summary}"),
             Err(summary) => format!("refused: {summary}"),
         };
@@ -221,6 +221,16 @@ impl Reloader<'_> {
         let counter = if applied { &stats.applied } else { &stats.rejected };
         counter.fetch_add(1, Ordering::Relaxed);
         stats.last_rejected.store(!applied, Ordering::Relaxed);
+        // Logged last: once this line is out, the metrics and the audit log show the reload.
+        let path = self.live.get().path.clone();
+        match outcome {
+            Ok(summary) => {
+                tracing::info!(code = "reloaded", config = %path.display(), %summary, tls_reloaded = self.certs.is_some(), "configuration reloaded");
+            }
+            Err(reason) => {
+                tracing::error!(code = "reload_rejected", config = %path.display(), %reason, "configuration reload refused; the running configuration stays");
+            }
+        }
     }
 
     /// [`Reloader::reload`]'s work: `Ok` with a summary when the new configuration was put in
@@ -234,7 +244,6 @@ impl Reloader<'_> {
                 for e in &errors.0 {
                     tracing::error!(code = "reload_rejected", config = %path.display(), "{e}");
                 }
-                tracing::error!(code = "reload_rejected", config = %path.display(), errors = errors.0.len(), "configuration reload refused: the file has errors; the running configuration stays");
                 return Err(format!("{} error(s) in the file (see the log)", errors.0.len()));
             }
         };
@@ -243,7 +252,6 @@ impl Reloader<'_> {
             for reason in &why {
                 tracing::error!(code = "reload_rejected", config = %path.display(), "{reason}; restart hookwall to apply it");
             }
-            tracing::error!(code = "reload_rejected", config = %path.display(), "configuration reload refused; the running configuration stays");
             return Err(format!("needs a restart: {}", why.join("; ")));
         }
         for warning in &new.warnings {
@@ -254,7 +262,6 @@ impl Reloader<'_> {
         }
         let (sources, destinations) = (new.sources.len(), new.destinations.len());
         self.live.replace(Arc::new(new));
-        tracing::info!(code = "reloaded", config = %path.display(), sources, destinations, tls_reloaded = self.certs.is_some(), "configuration reloaded");
         Ok(format!("{sources} sources, {destinations} destinations"))
     }
 }
