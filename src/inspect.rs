@@ -19,6 +19,8 @@
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //! | `woocommerce` | header `X-WC-Webhook-Delivery-ID` | header `X-WC-Webhook-Topic` |
 //! | `bitbucket` | header `X-Request-UUID` | header `X-Event-Key` |
+//! | `twilio` | header `I-Twilio-Idempotency-Token` | none (the body is a form; it is not parsed) |
+//! | `square` | body `"event_id"` | body `"type"` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -44,8 +46,8 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch,
-    typeform, woocommerce, Provider,
+    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, square, standard, svix,
+    twilio, twitch, typeform, woocommerce, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -114,6 +116,7 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         Provider::Typeform => Members::top(typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
         Provider::Paddle => Members::top(paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
         Provider::Segment => Members::top(segment::EVENT_ID_MEMBER, "type"),
+        Provider::Square => Members::top(square::EVENT_ID_MEMBER, square::EVENT_TYPE_MEMBER),
         Provider::Pagerduty => Members {
             container: Some(pagerduty::EVENT_MEMBER),
             id: pagerduty::EVENT_ID_MEMBER,
@@ -121,7 +124,12 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         },
         _ => Members::top("id", "type"),
     };
-    let body = BodyFields::read(&mut scratch, members)?;
+    let body = if source.provider == Provider::Twilio {
+        // Twilio's id is a header and its body a form (or JSON bound by `bodySHA256`).
+        BodyFields { id: Field::Absent, kind: Field::Absent }
+    } else {
+        BodyFields::read(&mut scratch, members)?
+    };
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
     Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
@@ -141,6 +149,7 @@ pub fn fingerprint(body: &[u8]) -> [u8; 32] {
 fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReject> {
     match provider {
         Provider::Github if is_form(req) => form_payload(&req.body),
+        Provider::Twilio => Ok(Vec::new()),
         Provider::Stripe
         | Provider::Github
         | Provider::Slack
@@ -154,7 +163,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Pagerduty
         | Provider::Segment
         | Provider::Woocommerce
-        | Provider::Bitbucket => Ok(req.body.to_vec()),
+        | Provider::Bitbucket
+        | Provider::Square => Ok(req.body.to_vec()),
     }
 }
 
@@ -286,7 +296,9 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_id,
+        | Provider::Segment
+        | Provider::Square => body_id,
+        Provider::Twilio => Field::header(req, twilio::IDEMPOTENCY_HEADER),
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -320,7 +332,9 @@ fn event_type(
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_type,
+        | Provider::Segment
+        | Provider::Square => body_type,
+        Provider::Twilio => Field::Absent,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
@@ -376,6 +390,7 @@ mod tests {
             secrets: Vec::new(),
             destination: 0,
             ack_deadline: Duration::from_secs(10),
+            public_url: None,
         }
     }
 

@@ -23,5 +23,6 @@ pub mod offline;
 pub mod pipeline;
 pub mod provider;
 pub mod server;
+pub mod signed_url;
 pub mod tls;
 pub mod verify;

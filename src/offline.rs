@@ -65,6 +65,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         secrets: vec![Secret { id: "given".to_owned(), key, not_before: None, not_after: None }],
         destination: 0,
         ack_deadline: provider.ack_deadline(),
+        public_url: None,
     };
     let req = Request {
         method: "POST".to_owned(),
@@ -144,7 +145,7 @@ mod tests {
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
         check("github", GH_SECRET, &["no colon"], body, "usage: --header");
-        check("twilio", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
+        check("adyen", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
         check("standard", "whsec_!!", &[], body, "usage: --secret");
         // The Standard Webhooks spec vector, judged at its timestamp and 301 s later.
         let std_headers = [

@@ -11,6 +11,7 @@ use crate::config::{Config, SourceConfig};
 use crate::http::{Head, Request};
 use crate::inspect::{self, SchemaReject};
 use crate::ledger::{Admission, RejectedRecord, Reply};
+use crate::signed_url::{self, Origin, TrustedProxies};
 use crate::verify::{self, Reject};
 
 /// Ingress routes: `POST /webhooks/{source id}` (SPEC §3).
@@ -82,16 +83,23 @@ pub fn reject_answer(reject: Reject) -> Answer {
 
 /// Phases 2–4 for one complete request of `source`: verify (R1–R7), inspect (R8, R11, R13,
 /// R23), and build the admission. `now_unix_ms` is the receive time; `make_reply` is called
-/// only when the result is [`Handled::Admit`] (rejects allocate no reply path).
+/// only when the result is [`Handled::Admit`] (rejects allocate no reply path). `origin` and
+/// `proxies` give URL-signing providers their signed URL ([`signed_url`]).
 pub fn handle(
     source_index: usize,
     source: &SourceConfig,
     req: Request,
+    (origin, proxies): (Origin, &TrustedProxies),
     now_unix_ms: u64,
     make_reply: &mut dyn FnMut() -> Reply,
 ) -> Handled {
     let now_unix_s = i64::try_from(now_unix_ms / 1000).expect("seconds since 1970 fit in i64");
-    let verified = match verify::verify(source, &req, now_unix_s) {
+    let url = if source.provider.signs_url() {
+        signed_url::signed_url(&req, origin, proxies, source.public_url.as_deref())
+    } else {
+        None
+    };
+    let verified = match verify::verify_signed_url(source, &req, url.as_deref(), now_unix_s) {
         Ok(v) => v,
         Err(reject) => return Handled::Answer(reject_answer(reject), None),
     };
@@ -147,12 +155,15 @@ pub struct Pipeline {
     pub config: Arc<Config>,
     /// Source routing.
     pub routes: Routes,
+    /// `server.trusted_proxies`, parsed.
+    pub proxies: TrustedProxies,
 }
 
 impl Pipeline {
     /// Builds the pipeline for `config`.
     pub fn new(config: Arc<Config>) -> Pipeline {
         let routes = Routes::new(&config);
-        Pipeline { config, routes }
+        let proxies = TrustedProxies::parse(&config.server.trusted_proxies);
+        Pipeline { config, routes, proxies }
     }
 }

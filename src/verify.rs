@@ -22,7 +22,7 @@ use subtle::ConstantTimeEq as _;
 use crate::config::{Secret, SourceConfig};
 use crate::http::Request;
 use crate::limits::SIGNATURES_PER_HEADER_MAX;
-use crate::provider::{self, Provider};
+use crate::provider;
 
 /// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64.
 pub(crate) const TAG_BYTES_MAX: usize = 64;
@@ -113,7 +113,24 @@ impl Reject {
 /// [`Reject::SignatureInvalid`] when no active key matches (including when no key is active),
 /// [`Reject::Stale`] when an authentic delivery is outside the replay window.
 pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<Verified, Reject> {
-    let presented = presented(source.provider, req)?;
+    verify_signed_url(source, req, None, now_unix_s)
+}
+
+/// As [`verify`], for a request whose signed URL is known: `url` is what
+/// [`crate::signed_url::signed_url`] rebuilt (scheme, authority, path and query as the provider
+/// saw them). Only URL-signing providers (Twilio, Square) read it; `None` means the URL is
+/// rebuilt from the request alone ([`crate::signed_url::request_url`]).
+///
+/// # Errors
+/// As [`verify`]; a URL-signing provider answers [`Reject::SignatureMissing`] when no URL can be
+/// known (no `Host`, no `public_url`).
+pub fn verify_signed_url(
+    source: &SourceConfig,
+    req: &Request,
+    url: Option<&str>,
+    now_unix_s: i64,
+) -> Result<Verified, Reject> {
+    let presented = provider::presented(source.provider, req, url)?;
     let secret_index = matching_secret(&source.secrets, &presented, now_unix_s)?;
     check_fresh(presented.signed_at, source, now_unix_s)?;
     Ok(Verified { secret_index, signed_at: presented.signed_at })
@@ -129,6 +146,10 @@ pub(crate) struct Presented<'a> {
     pub(crate) proof: Proof,
     /// The signed content, in order; unused trailing pieces are empty. Unused for tokens.
     pub(crate) content: [&'a [u8]; CONTENT_PIECES_MAX],
+    /// Whole signed contents built by the provider's file (URL-signing schemes, whose content
+    /// has no fixed number of pieces). When not empty, `content` is unused and a signature
+    /// over any one of them matches (Twilio's URL with and without its port). HMAC only.
+    pub(crate) alternatives: Vec<Vec<u8>>,
 }
 
 impl<'a> Presented<'a> {
@@ -138,7 +159,18 @@ impl<'a> Presented<'a> {
         candidates: Candidates,
         content: [&'a [u8]; CONTENT_PIECES_MAX],
     ) -> Presented<'a> {
-        Presented { signed_at, proof: Proof::Signatures(candidates), content }
+        let alternatives = Vec::new();
+        Presented { signed_at, proof: Proof::Signatures(candidates), content, alternatives }
+    }
+
+    /// Signature candidates over any one of `alternatives` (each a whole signed content).
+    pub(crate) fn alternatives(
+        signed_at: Option<i64>,
+        candidates: Candidates,
+        alternatives: Vec<Vec<u8>>,
+    ) -> Presented<'a> {
+        let proof = Proof::Signatures(candidates);
+        Presented { signed_at, proof, content: [b""; CONTENT_PIECES_MAX], alternatives }
     }
 
     /// One signature `tag` over the raw body alone, no signed timestamp: the scheme of GitHub,
@@ -151,7 +183,8 @@ impl<'a> Presented<'a> {
 
     /// A shared token sent as is (no content is signed, no timestamp).
     pub(crate) fn token(token: &[u8]) -> Presented<'a> {
-        Presented { signed_at: None, proof: Proof::Token(sha256(token)), content: [b""; 5] }
+        let proof = Proof::Token(sha256(token));
+        Presented { signed_at: None, proof, content: [b""; 5], alternatives: Vec::new() }
     }
 }
 
@@ -303,11 +336,6 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
-/// Reads the provider's signature headers.
-fn presented(provider: Provider, req: &Request) -> Result<Presented<'_>, Reject> {
-    provider::presented(provider, req)
-}
-
 /// Index of the first active secret whose key proves the presented signature or token.
 fn matching_secret(
     secrets: &[Secret],
@@ -321,9 +349,18 @@ fn matching_secret(
             continue;
         }
         let matched = match (&secret.key, &presented.proof) {
-            (Key::Hmac(key), Proof::Signatures(candidates)) => {
+            (Key::Hmac(key), Proof::Signatures(candidates))
+                if presented.alternatives.is_empty() =>
+            {
                 candidates.has(Scheme::Hmac)
                     && candidates.matches_mac(sign(key, &presented.content).as_ref())
+            }
+            (Key::Hmac(key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::Hmac)
+                    && presented
+                        .alternatives
+                        .iter()
+                        .any(|content| candidates.matches_mac(sign(key, &[content]).as_ref()))
             }
             (Key::Ed25519(public_key), Proof::Signatures(candidates)) => {
                 candidates.has(Scheme::Ed25519)
@@ -429,6 +466,7 @@ mod tests {
             secrets,
             destination: 0,
             ack_deadline: Duration::from_secs(10),
+            public_url: None,
         }
     }
 

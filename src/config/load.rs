@@ -879,6 +879,7 @@ impl Check<'_> {
             default_ack,
         );
         self.unimplemented_source_keys(label, raw);
+        let public_url = self.public_url(label, provider, raw.public_url.as_deref());
         Some(SourceConfig {
             id: String::new(),
             tenant: tenant?,
@@ -889,7 +890,33 @@ impl Check<'_> {
             secrets,
             destination: destination?,
             ack_deadline,
+            public_url,
         })
+    }
+
+    /// `public_url`: the endpoint URL as configured at the provider, without a query (the
+    /// request's query is appended, [`crate::signed_url`]). Used by URL-signing providers;
+    /// warned about (and ignored) for the others.
+    fn public_url(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: Option<&str>,
+    ) -> Option<String> {
+        let url = raw?;
+        let field = format!("{label}.public_url");
+        if let Some(problem) = url_problem(url) {
+            self.error(&field, problem);
+            return None;
+        }
+        if url.contains(['?', '#']) {
+            self.error(&field, format!("{url:?} has a query or fragment; write it without"));
+            return None;
+        }
+        if provider.is_some_and(|p| !p.signs_url()) {
+            self.warn(&field, "this provider does not sign the URL; ignored");
+        }
+        Some(url.to_owned())
     }
 
     fn provider(&mut self, field: &str, raw: Option<&str>) -> Option<Provider> {
@@ -950,19 +977,12 @@ impl Check<'_> {
         index
     }
 
-    /// `ordering_key` and `public_url`: checked for form, warned about, not used yet.
+    /// `ordering_key`: checked for form, warned about, not used yet.
     fn unimplemented_source_keys(&mut self, label: &str, raw: &RawSource) {
         if let Some(pointer) = &raw.ordering_key {
             let field = format!("{label}.ordering_key");
             if !pointer.is_empty() && !pointer.starts_with('/') {
                 self.error(&field, format!("{pointer:?} is not a JSON pointer (starts with /)"));
-            }
-            self.warn(&field, "not implemented yet, ignored");
-        }
-        if let Some(url) = &raw.public_url {
-            let field = format!("{label}.public_url");
-            if let Some(problem) = url_problem(url) {
-                self.error(&field, problem);
             }
             self.warn(&field, "not implemented yet, ignored");
         }
@@ -1382,7 +1402,7 @@ mod tests {
             [[source]]
             id = "Bad Id"
             tenant = "t"
-            provider = "twilio"
+            provider = "adyen"
             secrets = [{ id = "k", env = "MISSING" }]
             destination = "nowhere"
 
@@ -1414,14 +1434,14 @@ mod tests {
                 "destination[d].attempts_max: 0 is not in 1..=100",
                 "destination[d].backoff_min: is greater than backoff_max",
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
-                "source[#1].provider: provider \"twilio\" is not supported by this build yet \
+                "source[#1].provider: provider \"adyen\" is not supported by this build yet \
                  (supported: stripe, github, slack, shopify, standard, svix, paddle, \
-                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket)",
+                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
                  slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, gitlab, \
-                 segment, woocommerce, bitbucket)",
+                 segment, woocommerce, bitbucket",
                 "source[ok].tolerance: must be greater than zero",
                 "source[ok].event_types: is empty",
                 "source[ok].secrets: has 0 entries; 1..=16 are allowed",

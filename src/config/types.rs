@@ -173,6 +173,9 @@ pub struct SourceConfig {
     pub destination: usize,
     /// The provider's acknowledgment deadline (defaults from the provider table).
     pub ack_deadline: Duration,
+    /// `public_url`: the endpoint URL as configured at a URL-signing provider (Twilio,
+    /// Square), without a query; `None` rebuilds it from the request ([`crate::signed_url`]).
+    pub public_url: Option<String>,
 }
 
 /// `[[destination]]`: where admitted events are forwarded (SPEC §5).

@@ -25,6 +25,8 @@ enum SignKey {
 pub struct Signer {
     provider: Provider,
     key: SignKey,
+    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square) sign it.
+    url: String,
 }
 
 /// Decodes the base64 after `prefix` (Standard Webhooks / Svix key forms).
@@ -57,8 +59,9 @@ impl Signer {
             | Provider::Twitch
             | Provider::Typeform
             | Provider::Woocommerce
-            | Provider::Bitbucket => SignKey::Hmac(sha256(secret.as_bytes())),
-            Provider::Segment => SignKey::Hmac(ring::hmac::Key::new(
+            | Provider::Bitbucket
+            | Provider::Square => SignKey::Hmac(sha256(secret.as_bytes())),
+            Provider::Segment | Provider::Twilio => SignKey::Hmac(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
                 secret.as_bytes(),
             )),
@@ -79,7 +82,16 @@ impl Signer {
             }
             Provider::Gitlab => SignKey::Token(secret.to_owned()),
         };
-        Ok(Signer { provider, key })
+        Ok(Signer { provider, key, url: "http://127.0.0.1/".to_owned() })
+    }
+
+    /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
+    /// the server rebuilds it from `Host` and the request target); only Twilio and Square sign
+    /// it. The default is `http://127.0.0.1/`.
+    #[must_use]
+    pub fn with_url(mut self, url: String) -> Signer {
+        self.url = url;
+        self
     }
 
     /// A JSON body for event `id`, shaped like the provider's events (about 200–330 bytes),
@@ -125,6 +137,14 @@ impl Signer {
                     r#"{{"push":{{"changes":[]}},"repository":{{"name":"r"}},"invoice":{INVOICE}}}"#
                 )
             }
+            // An SMS status callback as Twilio posts it (a form; the id travels in a header).
+            Provider::Twilio => format!(
+                "MessageSid=SM{id}&MessageStatus=delivered&To=%2B15558675310&From=%2B15017122661\
+                 &Body=Paid+2000+usd&AccountSid=AC0000000000000000000000000000000"
+            ),
+            Provider::Square => format!(
+                r#"{{"merchant_id":"6SSW7HV8K2ST5","type":"invoice.payment_made","event_id":"{id}","created_at":"2026-01-01T00:00:00Z","data":{{"type":"invoice","object":{INVOICE}}}}}"#
+            ),
         };
         text.into_bytes()
     }
@@ -210,6 +230,19 @@ impl Signer {
                 h.push(("X-Event-Key", "repo:push".to_owned()));
                 h.push(("X-Attempt-Number", "1".to_owned()));
             }
+            Provider::Twilio => {
+                h[0].1 = "application/x-www-form-urlencoded".to_owned();
+                let params = crate::provider::twilio::sorted_params(body);
+                h.push((
+                    "X-Twilio-Signature",
+                    b64(&self.mac(&[self.url.as_bytes(), params.as_bytes()])),
+                ));
+                h.push(("I-Twilio-Idempotency-Token", id.to_owned()));
+            }
+            Provider::Square => {
+                let signature = b64(&self.mac(&[self.url.as_bytes(), body]));
+                h.push(("x-square-hmacsha256-signature", signature));
+            }
             Provider::Gitlab => {
                 let token = match &self.key {
                     SignKey::Token(token) => token.clone(),
@@ -266,13 +299,14 @@ mod tests {
         );
         let config = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None)
             .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
+        let mut headers: Vec<(String, Vec<u8>)> =
+            signed.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec())).collect();
+        // The signer's default URL is `http://127.0.0.1/`.
+        headers.push(("host".to_owned(), b"127.0.0.1".to_vec()));
         let req = Request {
             method: "POST".to_owned(),
             target: "/".to_owned(),
-            headers: signed
-                .iter()
-                .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
-                .collect(),
+            headers,
             body,
             keep_alive: true,
         };
