@@ -19,6 +19,8 @@ pub struct Captured {
     pub secret: String,
     /// `Name: value` header lines as captured.
     pub headers: Vec<String>,
+    /// `--url`: the URL the provider signed (URL-signing providers only).
+    pub url: Option<String>,
     /// When the delivery is judged, Unix seconds (default: now).
     pub at_unix_s: i64,
 }
@@ -74,7 +76,14 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         body,
         keep_alive: false,
     };
-    match verify::verify(&source, &req, captured.at_unix_s) {
+    if provider.signs_url() && captured.url.is_none() {
+        return Verdict::Usage(format!(
+            "--url is required: {} signs the URL it posted to",
+            provider.name()
+        ));
+    }
+    let url = captured.url.as_deref();
+    match verify::verify_signed_url(&source, &req, url, captured.at_unix_s) {
         Err(reject) => Verdict::Rejected(format!("{}: {reject}", reject.code())),
         Ok(verified) => Verdict::Authentic(facts(&source, &req, verified, captured.at_unix_s)),
     }
@@ -128,6 +137,7 @@ mod tests {
             provider: provider.to_owned(),
             secret: secret.to_owned(),
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330,
         };
         let got = match judge(&captured, body.to_vec()) {
@@ -160,6 +170,7 @@ mod tests {
             provider: "standard".to_owned(),
             secret: secret.to_owned(),
             headers: std_headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330 + 301,
         };
         assert!(
@@ -183,6 +194,7 @@ mod tests {
             provider: "slack".to_owned(),
             secret: secret.to_owned(),
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330,
         };
         let Verdict::Authentic(lines) = judge(&captured, body.to_vec()) else {

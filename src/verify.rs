@@ -1101,4 +1101,70 @@ mod tests {
             assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "pagerduty: {name}");
         }
     }
+
+    /// Twilio: the documented example ("Webhooks security": Auth Token `12345`), the port
+    /// quirk, `bodySHA256`, and the malformed shapes.
+    #[test]
+    fn twilio() {
+        use super::verify_signed_url;
+        const URL: &str = "https://mycompany.com/myapp.php?foo=1&bar=2";
+        const BODY: &[u8] = b"CallSid=CA1234567890ABCDE&Caller=%2B12349013030&Digits=1234\
+            &From=%2B12349013030&To=%2B18005551212";
+        let src = source(Provider::Twilio, &[("old token", None, None), ("12345", None, None)]);
+        let sig = |v: &str| [("x-twilio-signature", v.to_owned())];
+        let run = |h: &[(&str, String)], body: &[u8], url: Option<&str>| {
+            let h: Vec<(&str, &str)> = h.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            verify_signed_url(&src, &request(&h, body), url, NOW)
+        };
+        let good = sig("0/KCTR6DLpKmkAf8muzZqo1nDgQ=");
+        assert_eq!(run(&good, BODY, Some(URL)), ok(1, None), "documented example");
+        let with_port = "https://mycompany.com:443/myapp.php?foo=1&bar=2";
+        assert_eq!(run(&good, BODY, Some(with_port)), ok(1, None), "port quirk");
+        let http = "http://mycompany.com/myapp.php?foo=1&bar=2";
+        assert_eq!(run(&good, BODY, Some(http)), INVALID, "https became http");
+        assert_eq!(run(&good, &BODY[1..], Some(URL)), INVALID, "tampered body");
+        let mut reordered = b"To=%2B18005551212&".to_vec();
+        reordered.extend_from_slice(&BODY[..BODY.len() - b"&To=%2B18005551212".len()]);
+        assert_eq!(run(&good, &reordered, Some(URL)), ok(1, None), "parameters are sorted");
+        assert_eq!(run(&good, BODY, None), MISSING, "no Host, no URL");
+        assert_eq!(run(&sig(""), BODY, Some(URL)), MISSING, "empty");
+        let sha256_sized = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        assert_eq!(run(&sig(&sha256_sized), BODY, Some(URL)), MISSING, "not a SHA-1 tag");
+        assert_eq!(run(&[], BODY, Some(URL)), MISSING, "unsigned");
+
+        // JSON: the URL carries the body's hash and only the URL is signed.
+        let json: &[u8] = br#"{"MessageSid":"SM1"}"#;
+        let hash = hex::encode(super::sha256(json));
+        let url = format!("https://h.example/t?bodySHA256={hash}");
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let tag = b64.encode(ring::hmac::sign(&key, url.as_bytes()));
+        assert_eq!(run(&sig(&tag), json, Some(&url)), ok(1, None), "bodySHA256");
+        assert_eq!(run(&sig(&tag), b"{}", Some(&url)), INVALID, "body does not match its hash");
+        let twice = format!("{url}&bodySHA256={hash}");
+        let tag2 = b64.encode(ring::hmac::sign(&key, twice.as_bytes()));
+        assert_eq!(run(&sig(&tag2), json, Some(&twice)), INVALID, "bodySHA256 given twice");
+    }
+
+    /// Square: base64 HMAC-SHA256 over notification URL + body; another URL is another
+    /// signature.
+    #[test]
+    fn square() {
+        use super::verify_signed_url;
+        const KEY: &str = "sq0wbk-unit-key";
+        const URL: &str = "https://example.com/webhooks/square";
+        let body: &[u8] = br#"{"type":"payment.updated","event_id":"e1"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, KEY.as_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let good = b64.encode(ring::hmac::sign(&key, &[URL.as_bytes(), body].concat()));
+        let src = source(Provider::Square, &[(KEY, None, None)]);
+        let run = |v: &str, body: &[u8], url: &str| {
+            let h = [("x-square-hmacsha256-signature", v)];
+            verify_signed_url(&src, &request(&h, body), Some(url), i64::MAX)
+        };
+        assert_eq!(run(&good, body, URL), ok(0, None), "valid, never stale");
+        assert_eq!(run(&good, body, "https://example.com:443/webhooks/square"), INVALID, "port");
+        assert_eq!(run(&good, b"{}", URL), INVALID, "tampered body");
+        assert_eq!(run(&hex::encode([0u8; 32]), body, URL), MISSING, "hex is not Square's");
+    }
 }

@@ -55,5 +55,6 @@ mod sign;
 mod sink;
 mod systemd;
 mod tls;
+mod url_signing;
 mod vectors;
 mod verify_cli;
