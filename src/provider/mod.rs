@@ -231,8 +231,11 @@ impl Provider {
             Provider::Bitbucket => DAY,
             // Twilio: retries only failed connections, within the webhook's total time (15 s
             // by default, connection overrides `rc`/`tt`); one day is assumed, on the safe
-            // side. Square: retries with backoff for up to 24 hours.
-            Provider::Twilio | Provider::Square => DAY,
+            // side.
+            Provider::Twilio => DAY,
+            // Square: retried for up to 72 hours after the event ("Notification Delivery
+            // SLA").
+            Provider::Square => 3 * DAY,
         })
     }
 

@@ -18,8 +18,8 @@
 //! Not signed: a timestamp (freshness cannot be checked, R7). The event id is the
 //! `I-Twilio-Idempotency-Token` header Twilio sends with each webhook and repeats on its
 //! retries. Twilio's newer `X-Twilio-Webhooks-Signature-Settings: …,algorithm=HMAC_SHA256`
-//! option (a Webhooks Rule's SharedKey) is not verified by this build: such a 32-byte signature
-//! never matches an Auth Token key and is refused as `signature_invalid`.
+//! option (a Webhooks Rule's SharedKey) is not verified by this build: such a signature is 32
+//! bytes, not a SHA-1 tag, and is refused as `signature_missing`.
 
 use base64::Engine as _;
 
