@@ -21,6 +21,7 @@
 //! | `bitbucket` | header `X-Request-UUID` | header `X-Event-Key` |
 //! | `twilio` | header `I-Twilio-Idempotency-Token` | none (the body is a form; it is not parsed) |
 //! | `square` | body `"event_id"` | body `"type"` |
+//! | `sendgrid` | each array element's `"sg_event_id"` ([`inspect_batch`]) | each element's `"event"` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -46,8 +47,8 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, square, standard, svix,
-    twilio, twitch, typeform, woocommerce, Provider,
+    bitbucket, github, gitlab, paddle, pagerduty, segment, sendgrid, shopify, slack, square,
+    standard, svix, twilio, twitch, typeform, woocommerce, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -164,7 +165,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Segment
         | Provider::Woocommerce
         | Provider::Bitbucket
-        | Provider::Square => Ok(req.body.to_vec()),
+        | Provider::Square
+        | Provider::Sendgrid => Ok(req.body.to_vec()),
     }
 }
 
@@ -297,7 +299,8 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Typeform
         | Provider::Pagerduty
         | Provider::Segment
-        | Provider::Square => body_id,
+        | Provider::Square
+        | Provider::Sendgrid => body_id,
         Provider::Twilio => Field::header(req, twilio::IDEMPOTENCY_HEADER),
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
@@ -333,7 +336,8 @@ fn event_type(
         | Provider::Typeform
         | Provider::Pagerduty
         | Provider::Segment
-        | Provider::Square => body_type,
+        | Provider::Square
+        | Provider::Sendgrid => body_type,
         Provider::Twilio => Field::Absent,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
@@ -356,6 +360,100 @@ fn event_type(
         }
         (Some(_), _) => Err(SchemaReject::EventTypeNotAllowed),
     }
+}
+
+/// One event of a batch delivery: what inspection learned, and its exact bytes in the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchEvent {
+    /// Id, type and fingerprint (of `body`, the element's bytes).
+    pub inspected: Inspected,
+    /// The element's exact bytes as received (forwarded as they are, SPEC §5).
+    pub body: Vec<u8>,
+}
+
+/// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
+/// `sg_event_id` and `event`), in body order, each with its exact bytes.
+///
+/// Each element is checked as a single delivery's body is (its id present, clean and given
+/// once; its type clean). With `event_types` set, elements of other types are left out (not
+/// admitted, not forwarded); the delivery is refused only when none is left.
+///
+/// # Errors
+/// [`SchemaReject::NotJson`] when the body is not a JSON array of objects (or is empty);
+/// [`SchemaReject::NoEventId`] / [`SchemaReject::BadEventId`] when any element's id is missing
+/// or bad (the whole delivery is refused: no event of it is admitted);
+/// [`SchemaReject::EventTypeNotAllowed`] when no element's type is allowed.
+pub fn inspect_batch(
+    source: &SourceConfig,
+    req: &Request,
+) -> Result<Vec<BatchEvent>, SchemaReject> {
+    let members = Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER);
+    let mut events = Vec::new();
+    let mut left_out = 0;
+    for element in array_elements(&req.body)? {
+        let mut scratch = element.to_vec();
+        let fields = BodyFields::read(&mut scratch, members)?;
+        let event_id = event_id(source.provider, req, fields.id)?;
+        let event_type = match event_type(source, req, fields.kind) {
+            Ok(kind) => kind,
+            Err(SchemaReject::EventTypeNotAllowed) if source.event_types.is_some() => {
+                left_out += 1;
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        let inspected = Inspected { event_id, event_type, fingerprint: fingerprint(element) };
+        events.push(BatchEvent { inspected, body: element.to_vec() });
+    }
+    if events.is_empty() {
+        return Err(if left_out > 0 {
+            SchemaReject::EventTypeNotAllowed
+        } else {
+            SchemaReject::NotJson
+        });
+    }
+    Ok(events)
+}
+
+/// The exact byte ranges of the elements of the JSON array `body` (whitespace around them
+/// excluded); each element is parsed once by serde_json to find where it ends.
+fn array_elements(body: &[u8]) -> Result<Vec<&[u8]>, SchemaReject> {
+    let skip_ws = |at: usize| {
+        body[at..].iter().position(|b| !b" \t\r\n".contains(b)).map_or(body.len(), |n| at + n)
+    };
+    let mut at = skip_ws(0);
+    if body.get(at) != Some(&b'[') {
+        return Err(SchemaReject::NotJson);
+    }
+    at = skip_ws(at + 1);
+    let mut elements = Vec::new();
+    if body.get(at) == Some(&b']') {
+        at += 1;
+    } else {
+        loop {
+            let mut stream = serde_json::Deserializer::from_slice(&body[at..])
+                .into_iter::<serde::de::IgnoredAny>();
+            match stream.next() {
+                Some(Ok(_)) => {}
+                _ => return Err(SchemaReject::NotJson),
+            }
+            let end = at + stream.byte_offset();
+            elements.push(&body[at..end]);
+            at = skip_ws(end);
+            match body.get(at) {
+                Some(b',') => at = skip_ws(at + 1),
+                Some(b']') => {
+                    at += 1;
+                    break;
+                }
+                _ => return Err(SchemaReject::NotJson),
+            }
+        }
+    }
+    if skip_ws(at) != body.len() {
+        return Err(SchemaReject::NotJson);
+    }
+    Ok(elements)
 }
 
 /// Whether `text` has no whitespace (Unicode `White_Space`) at either edge; an all-whitespace

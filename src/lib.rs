@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod batch;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -99,6 +99,21 @@ fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> 
         out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
         return out;
     }
+    if source.provider.batches() {
+        match inspect::inspect_batch(source, req) {
+            Ok(events) => {
+                out.push(format!("a batch of {} events", events.len()));
+                for e in events {
+                    let kind = e.inspected.event_type.unwrap_or_default();
+                    out.push(format!("event id {:?} type {kind:?}", e.inspected.event_id));
+                }
+            }
+            Err(reason) => {
+                out.push(format!("but hookwall would answer 400 schema_rejected: {reason}"));
+            }
+        }
+        return out;
+    }
     match inspect::inspect(source, req) {
         Ok(i) => {
             out.push(format!("event id {:?}", i.event_id));

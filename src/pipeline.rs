@@ -70,6 +70,10 @@ pub enum Handled {
     Rejected(RejectedRecord),
     /// Authentic, fresh and well-formed: hand to the ledger, answer with its decision.
     Admit(Admission),
+    /// A batch delivery (SPEC §4): one admission per event, in body order, whose replies are
+    /// joined into the one reply `make_reply` gave ([`crate::batch`]); hand each to the ledger
+    /// and answer with the joined decision.
+    AdmitBatch(Vec<Admission>),
 }
 
 /// Maps a verification failure to its answer (all 401, SPEC §3).
@@ -106,6 +110,9 @@ pub fn handle(
     if let Some(challenge) = crate::provider::challenge(source.provider, &req) {
         return Handled::Challenge(challenge);
     }
+    if source.provider.batches() {
+        return batch(source_index, source, &req, verified, now_unix_ms, make_reply);
+    }
     let inspected = match inspect::inspect(source, &req) {
         Ok(i) => i,
         Err(reason) => return Handled::Rejected(rejected(source_index, &req, reason, now_unix_ms)),
@@ -124,6 +131,39 @@ pub fn handle(
         body: req.body,
         reply: make_reply(),
     })
+}
+
+/// The admissions of a verified batch delivery, or its schema reject.
+fn batch(
+    source_index: usize,
+    source: &SourceConfig,
+    req: &Request,
+    verified: verify::Verified,
+    now_unix_ms: u64,
+    make_reply: &mut dyn FnMut() -> Reply,
+) -> Handled {
+    let events = match inspect::inspect_batch(source, req) {
+        Ok(events) => events,
+        Err(reason) => return Handled::Rejected(rejected(source_index, req, reason, now_unix_ms)),
+    };
+    let replies = crate::batch::split(make_reply(), events.len());
+    let admissions = events
+        .into_iter()
+        .zip(replies)
+        .map(|(event, reply)| Admission {
+            key: format!("{}/{}/{}", source.tenant, source.id, event.inspected.event_id),
+            source: u32::try_from(source_index).expect("source count is bounded"),
+            fingerprint: event.inspected.fingerprint,
+            event_type: event.inspected.event_type,
+            secret_id: source.secrets[verified.secret_index].id.clone(),
+            signed_at: verified.signed_at,
+            received_at_ms: now_unix_ms,
+            content_type: Some(b"application/json".to_vec()),
+            body: event.body,
+            reply,
+        })
+        .collect();
+    Handled::AdmitBatch(admissions)
 }
 
 fn rejected(

@@ -24,15 +24,16 @@ use crate::http::Request;
 use crate::limits::SIGNATURES_PER_HEADER_MAX;
 use crate::provider;
 
-/// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64.
-pub(crate) const TAG_BYTES_MAX: usize = 64;
+/// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64, a
+/// DER-encoded ECDSA P-256 signature at most 72.
+pub(crate) const TAG_BYTES_MAX: usize = 72;
 
 /// Most pieces a provider's signed content is made of (Standard Webhooks: `id`, `.`,
 /// `timestamp`, `.`, body).
 pub(crate) const CONTENT_PIECES_MAX: usize = 5;
 
-/// Longest base64 text read for one candidate: 64 bytes take 88 characters with padding.
-const TAG_BASE64_CHARS_MAX: usize = 88;
+/// Longest base64 text read for one candidate: 72 bytes take 96 characters with padding.
+const TAG_BASE64_CHARS_MAX: usize = 96;
 
 /// A verification key of one source, derived from the secret as the provider's dashboard shows
 /// it (see [`provider::key`]). Never printed (R28).
@@ -43,16 +44,20 @@ pub enum Key {
     Ed25519([u8; 32]),
     /// SHA-256 of a shared token that the provider sends as is (GitLab).
     Token([u8; 32]),
+    /// An ECDSA P-256 public key, the uncompressed point (65 bytes, SEC 1); signatures are
+    /// SHA-256 and DER-encoded (SendGrid).
+    EcdsaP256([u8; 65]),
 }
 
 impl Key {
     /// The scheme's name for messages and the `Hookwall-Verification` header: `hmac`,
-    /// `ed25519` or `token`.
+    /// `ed25519`, `token` or `ecdsa-p256`.
     pub fn kind(&self) -> &'static str {
         match self {
             Key::Hmac(_) => "hmac",
             Key::Ed25519(_) => "ed25519",
             Key::Token(_) => "token",
+            Key::EcdsaP256(_) => "ecdsa-p256",
         }
     }
 }
@@ -207,6 +212,8 @@ pub(crate) enum Scheme {
     Hmac,
     /// An Ed25519 signature (64 bytes).
     Ed25519,
+    /// A DER-encoded ECDSA P-256 / SHA-256 signature (8..=72 bytes).
+    EcdsaP256,
 }
 
 /// One decoded candidate signature.
@@ -278,6 +285,14 @@ impl Candidates {
         self.of(Scheme::Ed25519).any(|sig| key.verify(message, sig.as_slice()).is_ok())
     }
 
+    /// Whether any ECDSA candidate is a valid P-256/SHA-256 signature of `message` by the
+    /// uncompressed point `public_key`.
+    fn verified_by_ecdsa(&self, public_key: &[u8; 65], message: &[u8]) -> bool {
+        let algorithm = &ring::signature::ECDSA_P256_SHA256_ASN1;
+        let key = ring::signature::UnparsedPublicKey::new(algorithm, public_key);
+        self.of(Scheme::EcdsaP256).any(|sig| key.verify(message, sig.as_slice()).is_ok())
+    }
+
     /// Whether any candidate is of `scheme`.
     fn has(&self, scheme: Scheme) -> bool {
         self.of(scheme).next().is_some()
@@ -328,6 +343,22 @@ pub(crate) fn decode_base64_tag(text: &[u8], scheme: Scheme, bytes: usize) -> Op
     Some(tag)
 }
 
+/// Decodes a padded standard-alphabet base64 DER signature of 8..=72 bytes (ECDSA P-256);
+/// `None` otherwise (ring checks the DER structure itself).
+pub(crate) fn decode_base64_der(text: &[u8]) -> Option<Tag> {
+    if text.len() > TAG_BASE64_CHARS_MAX {
+        return None;
+    }
+    let mut decoded = [0; TAG_BASE64_CHARS_MAX];
+    let len = base64::engine::general_purpose::STANDARD.decode_slice(text, &mut decoded).ok()?;
+    if !(8..=TAG_BYTES_MAX).contains(&len) {
+        return None;
+    }
+    let mut tag = Tag { scheme: Scheme::EcdsaP256, len, bytes: [0; TAG_BYTES_MAX] };
+    tag.bytes[..len].copy_from_slice(&decoded[..len]);
+    Some(tag)
+}
+
 /// SHA-256 of `bytes`.
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
@@ -369,9 +400,16 @@ fn matching_secret(
                         message.get_or_insert_with(|| presented.content.concat()),
                     )
             }
+            (Key::EcdsaP256(public_key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::EcdsaP256)
+                    && candidates.verified_by_ecdsa(
+                        public_key,
+                        message.get_or_insert_with(|| presented.content.concat()),
+                    )
+            }
             (Key::Token(digest), Proof::Token(presented)) => bool::from(digest.ct_eq(presented)),
             (Key::Token(_), Proof::Signatures(_))
-            | (Key::Hmac(_) | Key::Ed25519(_), Proof::Token(_)) => false,
+            | (Key::Hmac(_) | Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Token(_)) => false,
         };
         if matched {
             return Ok(index);

@@ -453,6 +453,25 @@ impl Conn {
                 let answer = Answer::Overloaded;
                 self.answer(ctx, Some(source), answer, Some(&event_id), keep_alive, Some(read_at));
             }
+            Handled::AdmitBatch(admissions) => {
+                // Every part goes to its own shard; a part that is shed or refused answers
+                // `Unavailable` through its reply, so the joined decision (one reply, always
+                // called once) is 503 and the provider retries the whole delivery.
+                let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
+                for admission in admissions {
+                    ctx.stats.events.count(source, admission.event_type.as_deref());
+                    if ctx.ledger.admission_wait(&admission.key) > budget {
+                        ctx.ledger.shed(&admission.key);
+                        ctx.stats.count_shed(source);
+                        (admission.reply)(Decision::Unavailable);
+                    } else if let Err(refused) = ctx.ledger.admit(admission) {
+                        (refused.reply)(Decision::Unavailable);
+                    }
+                }
+                // The batch's answer names no single event id.
+                let event_id = String::new();
+                self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
+            }
         }
     }
 
@@ -470,7 +489,8 @@ impl Conn {
         };
         let event_id = event_id.clone();
         self.phase = Phase::Reading { source: None };
-        self.answer(ctx, Some(source), answer, Some(&event_id), keep_alive, Some(read_at));
+        let event_id = Some(event_id.as_str()).filter(|id| !id.is_empty());
+        self.answer(ctx, Some(source), answer, event_id, keep_alive, Some(read_at));
     }
 
     /// Checks `read_timeout` at `now`: a request still incomplete after it gets 408 and the
