@@ -66,9 +66,15 @@ fn other_secret(provider: Provider, secret: &str) -> String {
         Provider::Standard | Provider::Svix => {
             "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
         }
+        // Another P-256 public key (the point 7·G), as Mail Settings would show it.
+        Provider::Sendgrid => SENDGRID_OTHER_PUBLIC.to_owned(),
         _ => format!("{secret}x"),
     }
 }
+
+/// A well-formed SendGrid public key no case uses: SPKI of the P-256 point 7·G.
+pub const SENDGRID_OTHER_PUBLIC: &str =
+    "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEjlM7b6C/e0YluzBmfAH7YH75+LioD+9bMAYocDGHsqNz6x294DMYNm0Gn4Om9ZAAU8c2M8sEGyHFXhqGwfQAtA==";
 
 /// Verifies `req` against the signed URL `url` (URL-signing providers), or as the library's
 /// `verify` does.
@@ -100,8 +106,18 @@ fn check(
     let signed_at = provider.signs_timestamp().then_some(t);
     assert_eq!(verified.signed_at, signed_at, "{name}: signed timestamp");
     // GitHub's documented example body ("Hello, World!") is no JSON event; all others are.
+    if provider.batches() {
+        let events = hookwall::inspect::inspect_batch(&source, &req)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert!(events.iter().all(|e| !e.inspected.event_id.is_empty()), "{name}: event ids");
+        for e in &events {
+            // Each event's bytes are a slice of the body, exactly as sent.
+            assert!(body.windows(e.body.len()).any(|w| w == e.body.as_slice()), "{name}");
+        }
     // Twilio's id is a header and its body usually a form.
-    if serde_json::from_slice::<serde_json::Value>(body).is_ok() || provider == Provider::Twilio {
+    } else if serde_json::from_slice::<serde_json::Value>(body).is_ok()
+        || provider == Provider::Twilio
+    {
         let inspected = inspect(&source, &req).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         assert!(!inspected.event_id.is_empty(), "{name}: event id");
     }
@@ -174,6 +190,7 @@ fn official_library_vectors_verify() {
         "bitbucket",
         "twilio",
         "square",
+        "sendgrid",
     ]) {
         let n = counts.get(provider).copied().unwrap_or(0);
         assert!(n >= 3, "several cases for {provider}, got {counts:?}");

@@ -205,6 +205,7 @@ fn official_vectors_verify_through_the_cli() {
                 "whpk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
             }
             "standard" | "svix" => "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned(),
+            "sendgrid" => crate::vectors::SENDGRID_OTHER_PUBLIC.to_owned(),
             _ => format!("{secret}x"),
         };
         let out = run(&wrong);

@@ -71,6 +71,12 @@ Signing code used (read in the installed package sources):
   HMAC-SHA256 of ``notification_url + body`` with the signature key (computed with Python's
   ``hmac`` as that file does), each checked with ``verify_signature(request_body=,
   signature_header=, signature_key=, notification_url=)``.
+* sendgrid (6.12.5, sendgrid/helpers/eventwebhook/__init__.py): the library only verifies,
+  so each case is signed as that code verifies (ECDSA P-256 / SHA-256 over ``timestamp +
+  payload``, DER, base64) with ``cryptography`` (the library's own dependency) from a fixed
+  private scalar, and checked with ``EventWebhook(public_key).verify_signature(payload,
+  signature, timestamp)``; the public key is the base64 DER SubjectPublicKeyInfo, as the Mail
+  Settings page shows it. ECDSA signatures are randomised: a regenerated file differs in them.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
@@ -102,6 +108,9 @@ from paddle_billing.Notifications import PaddleSignature, Secret
 from slack_sdk.signature import SignatureVerifier
 from standardwebhooks.webhooks import Webhook
 from square.utils.webhooks_helper import verify_signature as square_verify_signature
+from sendgrid.helpers.eventwebhook import EventWebhook
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from twilio.request_validator import RequestValidator
 from urllib.parse import parse_qsl
 
@@ -612,6 +621,39 @@ def square_cases():
     return cases
 
 
+def sendgrid_cases():
+    """SendGrid cases signed with cryptography and checked with sendgrid's EventWebhook."""
+    private = ec.derive_private_key(0x686F6F6B77616C6C2D73656E64677269642D766563746F7273,
+                                    ec.SECP256R1())
+    spki = private.public_key().public_bytes(serialization.Encoding.DER,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo)
+    public_key = base64.b64encode(spki).decode()
+    inputs = [
+        ("batch of two", 1700000000,
+         '[{"email":"a@example.com","timestamp":1699999990,"event":"processed",'
+         '"sg_event_id":"rbtnWrG1DVDGGGFHFyun0A","sg_message_id":"14c5d75ce93.dfd.64b469.filter0001"},'
+         '{"email":"a@example.com","timestamp":1699999995,"event":"delivered",'
+         '"sg_event_id":"8PNhS3dHWDpOy0W8aS0QaA","sg_message_id":"14c5d75ce93.dfd.64b469.filter0001"}]'),
+        ("escaped JSON as sent", 1700000321,
+         '[{"event":"click","sg_event_id":"e-escaped","url":"https:\\/\\/x\\u0026y"}]'),
+        ("pretty-printed with CRLF", 1735689600,
+         '[\r\n  {"event": "open", "sg_event_id": "e-crlf"},\r\n  {"event": "bounce", '
+         '"sg_event_id": "e-crlf-2"}\r\n]\r\n'),
+    ]
+    cases = []
+    helper = EventWebhook(public_key)
+    for name, t, body in inputs:
+        der = private.sign((str(t) + body).encode(), ec.ECDSA(hashes.SHA256()))
+        signature = base64.b64encode(der).decode()
+        assert helper.verify_signature(body, signature, str(t)), name
+        cases.append(case("sendgrid", name, public_key, t, body, {
+            "Content-Type": "application/json",
+            "X-Twilio-Email-Event-Webhook-Signature": signature,
+            "X-Twilio-Email-Event-Webhook-Timestamp": str(t),
+        }))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -632,7 +674,7 @@ def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
-                    "paddle-python-sdk", "twilio", "squareup"):
+                    "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -640,7 +682,7 @@ def main():
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
         + gitlab_cases() + segment_cases() + pagerduty_cases() + woocommerce_cases()
-        + bitbucket_cases() + twilio_cases() + square_cases(),
+        + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
