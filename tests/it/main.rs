@@ -34,6 +34,7 @@ macro_rules! on_both_io {
 }
 
 mod admin;
+mod batches;
 mod client;
 mod crashloop;
 mod diskfull;

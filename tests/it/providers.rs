@@ -177,6 +177,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Bitbucket => "x-hub-signature",
         Provider::Twilio => "x-twilio-signature",
         Provider::Square => "x-square-hmacsha256-signature",
+        Provider::Sendgrid => "x-twilio-email-event-webhook-signature",
     }
 }
 

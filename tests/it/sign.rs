@@ -48,6 +48,12 @@ pub const BITBUCKET_SECRET: &str = "hookwall-it-bitbucket-secret";
 pub const TWILIO_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 /// Square signature key of the `square-*` sources (used as written).
 pub const SQUARE_KEY: &str = "sq0wbk-hookwall-it-signature-key";
+/// The SendGrid sender's P-256 private key (base64 PKCS#8, made with Python's `cryptography`
+/// from a fixed scalar); hookwall never sees it.
+pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgAdXm2bLzpMXm9wgZKjtMXW5/gJGis8TV5vcIGSo7TF2hRANCAAR4s6mVDt2Nc83Jp1htSK3TQhGizmeRhdV3H8K9GbqcbA7DBPyqIMt1lnUOjOsvUR0s79/+uApWOsTBDtuqosDJ";
+/// Its public key as SendGrid's Mail Settings show it (base64 SubjectPublicKeyInfo): the
+/// secret of the `sendgrid-*` sources.
+pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 
@@ -91,6 +97,9 @@ pub enum Provider {
     /// `x-square-hmacsha256-signature` (base64 HMAC-SHA256 over URL + body); id body
     /// `event_id`. Signed with [`url_headers`].
     Square,
+    /// SendGrid Event Webhook: ECDSA P-256 over timestamp + body; a JSON array of events,
+    /// each id its `sg_event_id`.
+    Sendgrid,
 }
 
 impl Provider {
@@ -113,6 +122,7 @@ impl Provider {
             Provider::Bitbucket => "bitbucket",
             Provider::Twilio => "twilio",
             Provider::Square => "square",
+            Provider::Sendgrid => "sendgrid",
         }
     }
 }
@@ -240,6 +250,7 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Square => format!(
             r#"{{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated","event_id":"{id}","data":{{"note":"{note}"}}}}"#
         ),
+        Provider::Sendgrid => format!("[{}]", sendgrid_event(id, note)),
     };
     text.into_bytes()
 }
@@ -339,11 +350,47 @@ pub fn headers(
             h.push(("Idempotency-Key".to_owned(), id.to_owned()));
             h.push(("X-Gitlab-Event-UUID".to_owned(), format!("uuid-{id}-{t}")));
         }
+        Provider::Sendgrid => {
+            // Signed by the configured key's owner, or by another key (a wrong key).
+            let pkcs8 = if secret == SENDGRID_PUBLIC {
+                base64::engine::general_purpose::STANDARD.decode(SENDGRID_PKCS8).expect("base64")
+            } else {
+                let rng = ring::rand::SystemRandom::new();
+                let alg = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+                ring::signature::EcdsaKeyPair::generate_pkcs8(alg, &rng)
+                    .expect("a key")
+                    .as_ref()
+                    .to_vec()
+            };
+            h.push((
+                "X-Twilio-Email-Event-Webhook-Signature".to_owned(),
+                sendgrid_signature(&pkcs8, t, body),
+            ));
+            h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
+        }
         Provider::Twilio | Provider::Square => {
             panic!("{provider:?} signs a URL: sign with url_headers")
         }
     }
     h
+}
+
+/// One SendGrid event object (its exact text), id `sg_event_id`.
+pub fn sendgrid_event(id: &str, note: &str) -> String {
+    format!(
+        r#"{{"email":"a@example.com","timestamp":1700000000,"event":"delivered","sg_event_id":"{id}","sg_message_id":"m.filter0001","note":"{note}"}}"#
+    )
+}
+
+/// SendGrid's `X-Twilio-Email-Event-Webhook-Signature` ("Event Webhook Security Features"):
+/// base64 of the DER ECDSA P-256/SHA-256 signature over `{t}{body}` by the PKCS#8 key.
+pub fn sendgrid_signature(pkcs8: &[u8], t: i64, body: &[u8]) -> String {
+    let rng = ring::rand::SystemRandom::new();
+    let alg = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+    let pair = ring::signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8, &rng).expect("a P-256 key");
+    let message = [t.to_string().as_bytes(), body].concat();
+    let signature = pair.sign(&rng, &message).expect("signing");
+    base64::engine::general_purpose::STANDARD.encode(signature.as_ref())
 }
 
 /// Twilio's `X-Twilio-Signature` (its "Webhooks security" docs): base64 HMAC-SHA1, keyed by the
