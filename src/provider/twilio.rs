@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn ports_added_and_removed_as_the_sdk_does() {
-        let v = |u: &str| port_variants(u).map(|(a, b)| (a, b));
+        let v = port_variants;
         assert_eq!(
             v("https://example.com/sms?x=1"),
             Some(("https://example.com:443/sms?x=1".into(), "https://example.com/sms?x=1".into()))
