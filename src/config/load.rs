@@ -1205,6 +1205,40 @@ mod tests {
         format!("{top}\n{source}")
     }
 
+    /// `public_url` (issue 3): kept for URL-signing providers; a query or fragment, or a
+    /// non-URL, is an error; on a provider that signs no URL it is warned about and ignored.
+    #[test]
+    fn public_url_is_checked_and_kept() {
+        let twilio = MINIMAL.replace("provider = \"github\"", "provider = \"twilio\"");
+        let with = |text: &str, line: &str| {
+            text.replace("destination = \"d\"\n", &format!("destination = \"d\"\n{line}\n"))
+        };
+        let url = "public_url = \"https://hooks.example.com/twilio\"";
+        let config = check(&with(&twilio, url), Expect::Ok(&[])).unwrap();
+        let kept = config.sources[0].public_url.as_deref();
+        assert_eq!(kept, Some("https://hooks.example.com/twilio"));
+        let query = "public_url = \"https://hooks.example.com/twilio?a=1\"";
+        check(
+            &with(&twilio, query),
+            Expect::Errors(&[
+                "source[s].public_url: \"https://hooks.example.com/twilio?a=1\" has a query",
+            ]),
+        );
+        check(
+            &with(&twilio, "public_url = \"hooks.example.com\""),
+            Expect::Errors(&["source[s].public_url"]),
+        );
+        let config = check(
+            &with(MINIMAL, url),
+            Expect::Ok(&["source[s].public_url: this provider does not sign the URL"]),
+        )
+        .unwrap();
+        assert_eq!(
+            config.sources[0].public_url.as_deref(),
+            Some("https://hooks.example.com/twilio")
+        );
+    }
+
     /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing
     /// or empty one is an error naming the field. The destination keys of the operator
     /// tooling (`paused`, `breaker_failures_max`, `signing_secret`) parse and are checked.
