@@ -30,6 +30,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         destination: 0,
         ack_deadline: Duration::from_secs(10),
         ordering_key: None,
+        public_url: None,
     }
 }
 

@@ -51,7 +51,8 @@ pub struct VerifyArgs {
     /// A captured header, `'Name: value'`; repeat for each.
     #[arg(long = "header")]
     pub headers: Vec<String>,
-    /// The URL the delivery was sent to (used by URL-signing providers; none in this build).
+    /// The URL the provider posted to, as it saw it (`https://host/path?query`): required by
+    /// the URL-signing providers (twilio, square), ignored by the others.
     #[arg(long)]
     pub url: Option<String>,
     /// Judge freshness as of this time, Unix seconds (default: now).
@@ -152,6 +153,7 @@ fn verify(args: VerifyArgs) -> ExitCode {
         provider: args.provider,
         secret: args.secret,
         headers: args.headers,
+        url: args.url,
         at_unix_s: args.at_unix_s.unwrap_or_else(crate::clock::now_unix_s),
     };
     match crate::offline::judge(&captured, body) {

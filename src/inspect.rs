@@ -19,6 +19,9 @@
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //! | `woocommerce` | header `X-WC-Webhook-Delivery-ID` | header `X-WC-Webhook-Topic` |
 //! | `bitbucket` | header `X-Request-UUID` | header `X-Event-Key` |
+//! | `twilio` | header `I-Twilio-Idempotency-Token` | none (the body is a form; it is not parsed) |
+//! | `square` | body `"event_id"` | body `"type"` |
+//! | `sendgrid` | each array element's `"sg_event_id"` ([`inspect_batch`]) | each element's `"event"` |
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -44,8 +47,8 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch,
-    typeform, woocommerce, Provider,
+    bitbucket, github, gitlab, paddle, pagerduty, segment, sendgrid, shopify, slack, square,
+    standard, svix, twilio, twitch, typeform, woocommerce, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -117,6 +120,7 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         Provider::Typeform => Members::top(typeform::EVENT_ID_MEMBER, typeform::EVENT_TYPE_MEMBER),
         Provider::Paddle => Members::top(paddle::EVENT_ID_MEMBER, paddle::EVENT_TYPE_MEMBER),
         Provider::Segment => Members::top(segment::EVENT_ID_MEMBER, "type"),
+        Provider::Square => Members::top(square::EVENT_ID_MEMBER, square::EVENT_TYPE_MEMBER),
         Provider::Pagerduty => Members {
             container: Some(pagerduty::EVENT_MEMBER),
             id: pagerduty::EVENT_ID_MEMBER,
@@ -124,7 +128,12 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         },
         _ => Members::top("id", "type"),
     };
-    let body = BodyFields::read(&mut scratch, members)?;
+    let body = if source.provider == Provider::Twilio {
+        // Twilio's id is a header and its body a form (or JSON bound by `bodySHA256`).
+        BodyFields { id: Field::Absent, kind: Field::Absent }
+    } else {
+        BodyFields::read(&mut scratch, members)?
+    };
     let event_id = event_id(source.provider, req, body.id)?;
     let event_type = event_type(source, req, body.kind)?;
     // Ordered sources only: a second parse of another scratch copy (the first one's tape
@@ -150,6 +159,7 @@ pub fn fingerprint(body: &[u8]) -> [u8; 32] {
 fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReject> {
     match provider {
         Provider::Github if is_form(req) => form_payload(&req.body),
+        Provider::Twilio => Ok(Vec::new()),
         Provider::Stripe
         | Provider::Github
         | Provider::Slack
@@ -163,7 +173,9 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Pagerduty
         | Provider::Segment
         | Provider::Woocommerce
-        | Provider::Bitbucket => Ok(req.body.to_vec()),
+        | Provider::Bitbucket
+        | Provider::Square
+        | Provider::Sendgrid => Ok(req.body.to_vec()),
     }
 }
 
@@ -295,7 +307,10 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_id,
+        | Provider::Segment
+        | Provider::Square
+        | Provider::Sendgrid => body_id,
+        Provider::Twilio => Field::header(req, twilio::IDEMPOTENCY_HEADER),
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -329,7 +344,10 @@ fn event_type(
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_type,
+        | Provider::Segment
+        | Provider::Square
+        | Provider::Sendgrid => body_type,
+        Provider::Twilio => Field::Absent,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
@@ -351,6 +369,102 @@ fn event_type(
         }
         (Some(_), _) => Err(SchemaReject::EventTypeNotAllowed),
     }
+}
+
+/// One event of a batch delivery: what inspection learned, and its exact bytes in the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchEvent {
+    /// Id, type and fingerprint (of `body`, the element's bytes).
+    pub inspected: Inspected,
+    /// The element's exact bytes as received (forwarded as they are, SPEC §5).
+    pub body: Vec<u8>,
+}
+
+/// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
+/// `sg_event_id` and `event`), in body order, each with its exact bytes.
+///
+/// Each element is checked as a single delivery's body is (its id present, clean and given
+/// once; its type clean). With `event_types` set, elements of other types are left out (not
+/// admitted, not forwarded); the delivery is refused only when none is left.
+///
+/// # Errors
+/// [`SchemaReject::NotJson`] when the body is not a JSON array of objects (or is empty);
+/// [`SchemaReject::NoEventId`] / [`SchemaReject::BadEventId`] when any element's id is missing
+/// or bad (the whole delivery is refused: no event of it is admitted);
+/// [`SchemaReject::EventTypeNotAllowed`] when no element's type is allowed.
+pub fn inspect_batch(
+    source: &SourceConfig,
+    req: &Request,
+) -> Result<Vec<BatchEvent>, SchemaReject> {
+    let members = Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER);
+    let mut events = Vec::new();
+    let mut left_out = 0;
+    for element in array_elements(&req.body)? {
+        let mut scratch = element.to_vec();
+        let fields = BodyFields::read(&mut scratch, members)?;
+        let event_id = event_id(source.provider, req, fields.id)?;
+        let event_type = match event_type(source, req, fields.kind) {
+            Ok(kind) => kind,
+            Err(SchemaReject::EventTypeNotAllowed) if source.event_types.is_some() => {
+                left_out += 1;
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        let ordering = source.ordering_key.as_ref().and_then(|key| key.value_in(element.to_vec()));
+        let inspected =
+            Inspected { event_id, event_type, fingerprint: fingerprint(element), ordering };
+        events.push(BatchEvent { inspected, body: element.to_vec() });
+    }
+    if events.is_empty() {
+        return Err(if left_out > 0 {
+            SchemaReject::EventTypeNotAllowed
+        } else {
+            SchemaReject::NotJson
+        });
+    }
+    Ok(events)
+}
+
+/// The exact byte ranges of the elements of the JSON array `body` (whitespace around them
+/// excluded); each element is parsed once by serde_json to find where it ends.
+fn array_elements(body: &[u8]) -> Result<Vec<&[u8]>, SchemaReject> {
+    let skip_ws = |at: usize| {
+        body[at..].iter().position(|b| !b" \t\r\n".contains(b)).map_or(body.len(), |n| at + n)
+    };
+    let mut at = skip_ws(0);
+    if body.get(at) != Some(&b'[') {
+        return Err(SchemaReject::NotJson);
+    }
+    at = skip_ws(at + 1);
+    let mut elements = Vec::new();
+    if body.get(at) == Some(&b']') {
+        at += 1;
+    } else {
+        loop {
+            let mut stream = serde_json::Deserializer::from_slice(&body[at..])
+                .into_iter::<serde::de::IgnoredAny>();
+            match stream.next() {
+                Some(Ok(_)) => {}
+                _ => return Err(SchemaReject::NotJson),
+            }
+            let end = at + stream.byte_offset();
+            elements.push(&body[at..end]);
+            at = skip_ws(end);
+            match body.get(at) {
+                Some(b',') => at = skip_ws(at + 1),
+                Some(b']') => {
+                    at += 1;
+                    break;
+                }
+                _ => return Err(SchemaReject::NotJson),
+            }
+        }
+    }
+    if skip_ws(at) != body.len() {
+        return Err(SchemaReject::NotJson);
+    }
+    Ok(elements)
 }
 
 /// Whether `text` has no whitespace (Unicode `White_Space`) at either edge; an all-whitespace
@@ -386,6 +500,7 @@ mod tests {
             destination: 0,
             ack_deadline: Duration::from_secs(10),
             ordering_key: None,
+            public_url: None,
         }
     }
 

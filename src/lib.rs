@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod batch;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -24,5 +25,6 @@ pub mod ordering;
 pub mod pipeline;
 pub mod provider;
 pub mod server;
+pub mod signed_url;
 pub mod tls;
 pub mod verify;

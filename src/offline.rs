@@ -19,6 +19,8 @@ pub struct Captured {
     pub secret: String,
     /// `Name: value` header lines as captured.
     pub headers: Vec<String>,
+    /// `--url`: the URL the provider signed (URL-signing providers only).
+    pub url: Option<String>,
     /// When the delivery is judged, Unix seconds (default: now).
     pub at_unix_s: i64,
 }
@@ -66,6 +68,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         destination: 0,
         ack_deadline: provider.ack_deadline(),
         ordering_key: None,
+        public_url: None,
     };
     let req = Request {
         method: "POST".to_owned(),
@@ -74,7 +77,14 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         body,
         keep_alive: false,
     };
-    match verify::verify(&source, &req, captured.at_unix_s) {
+    if provider.signs_url() && captured.url.is_none() {
+        return Verdict::Usage(format!(
+            "--url is required: {} signs the URL it posted to",
+            provider.name()
+        ));
+    }
+    let url = captured.url.as_deref();
+    match verify::verify_signed_url(&source, &req, url, captured.at_unix_s) {
         Err(reject) => Verdict::Rejected(format!("{}: {reject}", reject.code())),
         Ok(verified) => Verdict::Authentic(facts(&source, &req, verified, captured.at_unix_s)),
     }
@@ -88,6 +98,21 @@ fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> 
     if let Some(challenge) = provider::challenge(source.provider, req) {
         let body = String::from_utf8_lossy(&challenge.body);
         out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
+        return out;
+    }
+    if source.provider.batches() {
+        match inspect::inspect_batch(source, req) {
+            Ok(events) => {
+                out.push(format!("a batch of {} events", events.len()));
+                for e in events {
+                    let kind = e.inspected.event_type.unwrap_or_default();
+                    out.push(format!("event id {:?} type {kind:?}", e.inspected.event_id));
+                }
+            }
+            Err(reason) => {
+                out.push(format!("but hookwall would answer 400 schema_rejected: {reason}"));
+            }
+        }
         return out;
     }
     match inspect::inspect(source, req) {
@@ -128,6 +153,7 @@ mod tests {
             provider: provider.to_owned(),
             secret: secret.to_owned(),
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330,
         };
         let got = match judge(&captured, body.to_vec()) {
@@ -145,7 +171,7 @@ mod tests {
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
         check("github", GH_SECRET, &["no colon"], body, "usage: --header");
-        check("twilio", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
+        check("adyen", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
         check("standard", "whsec_!!", &[], body, "usage: --secret");
         // The Standard Webhooks spec vector, judged at its timestamp and 301 s later.
         let std_headers = [
@@ -160,6 +186,7 @@ mod tests {
             provider: "standard".to_owned(),
             secret: secret.to_owned(),
             headers: std_headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330 + 301,
         };
         assert!(
@@ -183,6 +210,7 @@ mod tests {
             provider: "slack".to_owned(),
             secret: secret.to_owned(),
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            url: None,
             at_unix_s: 1_614_265_330,
         };
         let Verdict::Authentic(lines) = judge(&captured, body.to_vec()) else {

@@ -11,8 +11,8 @@
 //!   backoff.
 //! * Admission order is the order of the ledger's admission stamps (Unix µs, strictly
 //!   increasing across shards; `Shared::next_order_stamp`): an event acknowledged before another
-//!   was received always comes first. Copies racing each other are ordered as their claims were
-//!   committed.
+//!   was received always comes first. Copies racing each other, and the events of one batch
+//!   delivery (SendGrid), are ordered as their claims were committed.
 //! * Different groups, and events without an ordering value, are delivered in parallel.
 //! * A dead-lettered or dropped event no longer holds its group back; replaying it later
 //!   delivers it on its own, unordered (a replay must not block newer events behind an old one).

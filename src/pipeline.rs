@@ -11,6 +11,7 @@ use crate::config::{Config, SourceConfig};
 use crate::http::{Head, Request};
 use crate::inspect::{self, SchemaReject};
 use crate::ledger::{Admission, RejectedRecord, Reply};
+use crate::signed_url::{self, Origin, TrustedProxies};
 use crate::verify::{self, Reject};
 
 /// Ingress routes: `POST /webhooks/{source id}` (SPEC §3).
@@ -69,6 +70,10 @@ pub enum Handled {
     Rejected(RejectedRecord),
     /// Authentic, fresh and well-formed: hand to the ledger, answer with its decision.
     Admit(Admission),
+    /// A batch delivery (SPEC §4): one admission per event, in body order, whose replies are
+    /// joined into the one reply `make_reply` gave ([`crate::batch`]); hand each to the ledger
+    /// and answer with the joined decision.
+    AdmitBatch(Vec<Admission>),
 }
 
 /// Maps a verification failure to its answer (all 401, SPEC §3).
@@ -82,21 +87,31 @@ pub fn reject_answer(reject: Reject) -> Answer {
 
 /// Phases 2–4 for one complete request of `source`: verify (R1–R7), inspect (R8, R11, R13,
 /// R23), and build the admission. `now_unix_ms` is the receive time; `make_reply` is called
-/// only when the result is [`Handled::Admit`] (rejects allocate no reply path).
+/// only when the result is [`Handled::Admit`] (rejects allocate no reply path). `origin` and
+/// `proxies` give URL-signing providers their signed URL ([`signed_url`]).
 pub fn handle(
     source_index: usize,
     source: &SourceConfig,
     req: Request,
+    (origin, proxies): (Origin, &TrustedProxies),
     now_unix_ms: u64,
     make_reply: &mut dyn FnMut() -> Reply,
 ) -> Handled {
     let now_unix_s = i64::try_from(now_unix_ms / 1000).expect("seconds since 1970 fit in i64");
-    let verified = match verify::verify(source, &req, now_unix_s) {
+    let url = if source.provider.signs_url() {
+        signed_url::signed_url(&req, origin, proxies, source.public_url.as_deref())
+    } else {
+        None
+    };
+    let verified = match verify::verify_signed_url(source, &req, url.as_deref(), now_unix_s) {
         Ok(v) => v,
         Err(reject) => return Handled::Answer(reject_answer(reject), None),
     };
     if let Some(challenge) = crate::provider::challenge(source.provider, &req) {
         return Handled::Challenge(challenge);
+    }
+    if source.provider.batches() {
+        return batch(source_index, source, &req, verified, now_unix_ms, make_reply);
     }
     let inspected = match inspect::inspect(source, &req) {
         Ok(i) => i,
@@ -117,6 +132,40 @@ pub fn handle(
         ordering: inspected.ordering,
         reply: make_reply(),
     })
+}
+
+/// The admissions of a verified batch delivery, or its schema reject.
+fn batch(
+    source_index: usize,
+    source: &SourceConfig,
+    req: &Request,
+    verified: verify::Verified,
+    now_unix_ms: u64,
+    make_reply: &mut dyn FnMut() -> Reply,
+) -> Handled {
+    let events = match inspect::inspect_batch(source, req) {
+        Ok(events) => events,
+        Err(reason) => return Handled::Rejected(rejected(source_index, req, reason, now_unix_ms)),
+    };
+    let replies = crate::batch::split(make_reply(), events.len());
+    let admissions = events
+        .into_iter()
+        .zip(replies)
+        .map(|(event, reply)| Admission {
+            key: format!("{}/{}/{}", source.tenant, source.id, event.inspected.event_id),
+            source: u32::try_from(source_index).expect("source count is bounded"),
+            fingerprint: event.inspected.fingerprint,
+            event_type: event.inspected.event_type,
+            secret_id: source.secrets[verified.secret_index].id.clone(),
+            signed_at: verified.signed_at,
+            received_at_ms: now_unix_ms,
+            content_type: Some(b"application/json".to_vec()),
+            body: event.body,
+            ordering: event.inspected.ordering,
+            reply,
+        })
+        .collect();
+    Handled::AdmitBatch(admissions)
 }
 
 fn rejected(
@@ -148,12 +197,15 @@ pub struct Pipeline {
     pub config: Arc<Config>,
     /// Source routing.
     pub routes: Routes,
+    /// `server.trusted_proxies`, parsed.
+    pub proxies: TrustedProxies,
 }
 
 impl Pipeline {
     /// Builds the pipeline for `config`.
     pub fn new(config: Arc<Config>) -> Pipeline {
         let routes = Routes::new(&config);
-        Pipeline { config, routes }
+        let proxies = TrustedProxies::parse(&config.server.trusted_proxies);
+        Pipeline { config, routes, proxies }
     }
 }

@@ -22,17 +22,18 @@ use subtle::ConstantTimeEq as _;
 use crate::config::{Secret, SourceConfig};
 use crate::http::Request;
 use crate::limits::SIGNATURES_PER_HEADER_MAX;
-use crate::provider::{self, Provider};
+use crate::provider;
 
-/// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64.
-pub(crate) const TAG_BYTES_MAX: usize = 64;
+/// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64, a
+/// DER-encoded ECDSA P-256 signature at most 72.
+pub(crate) const TAG_BYTES_MAX: usize = 72;
 
 /// Most pieces a provider's signed content is made of (Standard Webhooks: `id`, `.`,
 /// `timestamp`, `.`, body).
 pub(crate) const CONTENT_PIECES_MAX: usize = 5;
 
-/// Longest base64 text read for one candidate: 64 bytes take 88 characters with padding.
-const TAG_BASE64_CHARS_MAX: usize = 88;
+/// Longest base64 text read for one candidate: 72 bytes take 96 characters with padding.
+const TAG_BASE64_CHARS_MAX: usize = 96;
 
 /// A verification key of one source, derived from the secret as the provider's dashboard shows
 /// it (see [`provider::key`]). Never printed (R28).
@@ -43,16 +44,20 @@ pub enum Key {
     Ed25519([u8; 32]),
     /// SHA-256 of a shared token that the provider sends as is (GitLab).
     Token([u8; 32]),
+    /// An ECDSA P-256 public key, the uncompressed point (65 bytes, SEC 1); signatures are
+    /// SHA-256 and DER-encoded (SendGrid).
+    EcdsaP256([u8; 65]),
 }
 
 impl Key {
     /// The scheme's name for messages and the `Hookwall-Verification` header: `hmac`,
-    /// `ed25519` or `token`.
+    /// `ed25519`, `token` or `ecdsa-p256`.
     pub fn kind(&self) -> &'static str {
         match self {
             Key::Hmac(_) => "hmac",
             Key::Ed25519(_) => "ed25519",
             Key::Token(_) => "token",
+            Key::EcdsaP256(_) => "ecdsa-p256",
         }
     }
 }
@@ -113,7 +118,24 @@ impl Reject {
 /// [`Reject::SignatureInvalid`] when no active key matches (including when no key is active),
 /// [`Reject::Stale`] when an authentic delivery is outside the replay window.
 pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<Verified, Reject> {
-    let presented = presented(source.provider, req)?;
+    verify_signed_url(source, req, None, now_unix_s)
+}
+
+/// As [`verify`], for a request whose signed URL is known: `url` is what
+/// [`crate::signed_url::signed_url`] rebuilt (scheme, authority, path and query as the provider
+/// saw them). Only URL-signing providers (Twilio, Square) read it; `None` means the URL is
+/// rebuilt from the request alone ([`crate::signed_url::request_url`]).
+///
+/// # Errors
+/// As [`verify`]; a URL-signing provider answers [`Reject::SignatureMissing`] when no URL can be
+/// known (no `Host`, no `public_url`).
+pub fn verify_signed_url(
+    source: &SourceConfig,
+    req: &Request,
+    url: Option<&str>,
+    now_unix_s: i64,
+) -> Result<Verified, Reject> {
+    let presented = provider::presented(source.provider, req, url)?;
     let secret_index = matching_secret(&source.secrets, &presented, now_unix_s)?;
     check_fresh(presented.signed_at, source, now_unix_s)?;
     Ok(Verified { secret_index, signed_at: presented.signed_at })
@@ -129,6 +151,10 @@ pub(crate) struct Presented<'a> {
     pub(crate) proof: Proof,
     /// The signed content, in order; unused trailing pieces are empty. Unused for tokens.
     pub(crate) content: [&'a [u8]; CONTENT_PIECES_MAX],
+    /// Whole signed contents built by the provider's file (URL-signing schemes, whose content
+    /// has no fixed number of pieces). When not empty, `content` is unused and a signature
+    /// over any one of them matches (Twilio's URL with and without its port). HMAC only.
+    pub(crate) alternatives: Vec<Vec<u8>>,
 }
 
 impl<'a> Presented<'a> {
@@ -138,7 +164,18 @@ impl<'a> Presented<'a> {
         candidates: Candidates,
         content: [&'a [u8]; CONTENT_PIECES_MAX],
     ) -> Presented<'a> {
-        Presented { signed_at, proof: Proof::Signatures(candidates), content }
+        let alternatives = Vec::new();
+        Presented { signed_at, proof: Proof::Signatures(candidates), content, alternatives }
+    }
+
+    /// Signature candidates over any one of `alternatives` (each a whole signed content).
+    pub(crate) fn alternatives(
+        signed_at: Option<i64>,
+        candidates: Candidates,
+        alternatives: Vec<Vec<u8>>,
+    ) -> Presented<'a> {
+        let proof = Proof::Signatures(candidates);
+        Presented { signed_at, proof, content: [b""; CONTENT_PIECES_MAX], alternatives }
     }
 
     /// One signature `tag` over the raw body alone, no signed timestamp: the scheme of GitHub,
@@ -151,7 +188,8 @@ impl<'a> Presented<'a> {
 
     /// A shared token sent as is (no content is signed, no timestamp).
     pub(crate) fn token(token: &[u8]) -> Presented<'a> {
-        Presented { signed_at: None, proof: Proof::Token(sha256(token)), content: [b""; 5] }
+        let proof = Proof::Token(sha256(token));
+        Presented { signed_at: None, proof, content: [b""; 5], alternatives: Vec::new() }
     }
 }
 
@@ -174,6 +212,8 @@ pub(crate) enum Scheme {
     Hmac,
     /// An Ed25519 signature (64 bytes).
     Ed25519,
+    /// A DER-encoded ECDSA P-256 / SHA-256 signature (8..=72 bytes).
+    EcdsaP256,
 }
 
 /// One decoded candidate signature.
@@ -245,6 +285,14 @@ impl Candidates {
         self.of(Scheme::Ed25519).any(|sig| key.verify(message, sig.as_slice()).is_ok())
     }
 
+    /// Whether any ECDSA candidate is a valid P-256/SHA-256 signature of `message` by the
+    /// uncompressed point `public_key`.
+    fn verified_by_ecdsa(&self, public_key: &[u8; 65], message: &[u8]) -> bool {
+        let algorithm = &ring::signature::ECDSA_P256_SHA256_ASN1;
+        let key = ring::signature::UnparsedPublicKey::new(algorithm, public_key);
+        self.of(Scheme::EcdsaP256).any(|sig| key.verify(message, sig.as_slice()).is_ok())
+    }
+
     /// Whether any candidate is of `scheme`.
     fn has(&self, scheme: Scheme) -> bool {
         self.of(scheme).next().is_some()
@@ -295,17 +343,28 @@ pub(crate) fn decode_base64_tag(text: &[u8], scheme: Scheme, bytes: usize) -> Op
     Some(tag)
 }
 
+/// Decodes a padded standard-alphabet base64 DER signature of 8..=72 bytes (ECDSA P-256);
+/// `None` otherwise (ring checks the DER structure itself).
+pub(crate) fn decode_base64_der(text: &[u8]) -> Option<Tag> {
+    if text.len() > TAG_BASE64_CHARS_MAX {
+        return None;
+    }
+    let mut decoded = [0; TAG_BASE64_CHARS_MAX];
+    let len = base64::engine::general_purpose::STANDARD.decode_slice(text, &mut decoded).ok()?;
+    if !(8..=TAG_BYTES_MAX).contains(&len) {
+        return None;
+    }
+    let mut tag = Tag { scheme: Scheme::EcdsaP256, len, bytes: [0; TAG_BYTES_MAX] };
+    tag.bytes[..len].copy_from_slice(&decoded[..len]);
+    Some(tag)
+}
+
 /// SHA-256 of `bytes`.
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     let mut out = [0; 32];
     out.copy_from_slice(digest.as_ref());
     out
-}
-
-/// Reads the provider's signature headers.
-fn presented(provider: Provider, req: &Request) -> Result<Presented<'_>, Reject> {
-    provider::presented(provider, req)
 }
 
 /// Index of the first active secret whose key proves the presented signature or token.
@@ -321,9 +380,18 @@ fn matching_secret(
             continue;
         }
         let matched = match (&secret.key, &presented.proof) {
-            (Key::Hmac(key), Proof::Signatures(candidates)) => {
+            (Key::Hmac(key), Proof::Signatures(candidates))
+                if presented.alternatives.is_empty() =>
+            {
                 candidates.has(Scheme::Hmac)
                     && candidates.matches_mac(sign(key, &presented.content).as_ref())
+            }
+            (Key::Hmac(key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::Hmac)
+                    && presented
+                        .alternatives
+                        .iter()
+                        .any(|content| candidates.matches_mac(sign(key, &[content]).as_ref()))
             }
             (Key::Ed25519(public_key), Proof::Signatures(candidates)) => {
                 candidates.has(Scheme::Ed25519)
@@ -332,9 +400,16 @@ fn matching_secret(
                         message.get_or_insert_with(|| presented.content.concat()),
                     )
             }
+            (Key::EcdsaP256(public_key), Proof::Signatures(candidates)) => {
+                candidates.has(Scheme::EcdsaP256)
+                    && candidates.verified_by_ecdsa(
+                        public_key,
+                        message.get_or_insert_with(|| presented.content.concat()),
+                    )
+            }
             (Key::Token(digest), Proof::Token(presented)) => bool::from(digest.ct_eq(presented)),
             (Key::Token(_), Proof::Signatures(_))
-            | (Key::Hmac(_) | Key::Ed25519(_), Proof::Token(_)) => false,
+            | (Key::Hmac(_) | Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Token(_)) => false,
         };
         if matched {
             return Ok(index);
@@ -430,6 +505,7 @@ mod tests {
             destination: 0,
             ack_deadline: Duration::from_secs(10),
             ordering_key: None,
+            public_url: None,
         }
     }
 
@@ -1063,5 +1139,71 @@ mod tests {
             let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
             assert_eq!(verify(&src, &request(&h, body), NOW), *expect, "pagerduty: {name}");
         }
+    }
+
+    /// Twilio: the documented example ("Webhooks security": Auth Token `12345`), the port
+    /// quirk, `bodySHA256`, and the malformed shapes.
+    #[test]
+    fn twilio() {
+        use super::verify_signed_url;
+        const URL: &str = "https://mycompany.com/myapp.php?foo=1&bar=2";
+        const BODY: &[u8] = b"CallSid=CA1234567890ABCDE&Caller=%2B12349013030&Digits=1234\
+            &From=%2B12349013030&To=%2B18005551212";
+        let src = source(Provider::Twilio, &[("old token", None, None), ("12345", None, None)]);
+        let sig = |v: &str| [("x-twilio-signature", v.to_owned())];
+        let run = |h: &[(&str, String)], body: &[u8], url: Option<&str>| {
+            let h: Vec<(&str, &str)> = h.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            verify_signed_url(&src, &request(&h, body), url, NOW)
+        };
+        let good = sig("0/KCTR6DLpKmkAf8muzZqo1nDgQ=");
+        assert_eq!(run(&good, BODY, Some(URL)), ok(1, None), "documented example");
+        let with_port = "https://mycompany.com:443/myapp.php?foo=1&bar=2";
+        assert_eq!(run(&good, BODY, Some(with_port)), ok(1, None), "port quirk");
+        let http = "http://mycompany.com/myapp.php?foo=1&bar=2";
+        assert_eq!(run(&good, BODY, Some(http)), INVALID, "https became http");
+        assert_eq!(run(&good, &BODY[1..], Some(URL)), INVALID, "tampered body");
+        let mut reordered = b"To=%2B18005551212&".to_vec();
+        reordered.extend_from_slice(&BODY[..BODY.len() - b"&To=%2B18005551212".len()]);
+        assert_eq!(run(&good, &reordered, Some(URL)), ok(1, None), "parameters are sorted");
+        assert_eq!(run(&good, BODY, None), MISSING, "no Host, no URL");
+        assert_eq!(run(&sig(""), BODY, Some(URL)), MISSING, "empty");
+        let sha256_sized = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        assert_eq!(run(&sig(&sha256_sized), BODY, Some(URL)), MISSING, "not a SHA-1 tag");
+        assert_eq!(run(&[], BODY, Some(URL)), MISSING, "unsigned");
+
+        // JSON: the URL carries the body's hash and only the URL is signed.
+        let json: &[u8] = br#"{"MessageSid":"SM1"}"#;
+        let hash = hex::encode(super::sha256(json));
+        let url = format!("https://h.example/t?bodySHA256={hash}");
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let tag = b64.encode(ring::hmac::sign(&key, url.as_bytes()));
+        assert_eq!(run(&sig(&tag), json, Some(&url)), ok(1, None), "bodySHA256");
+        assert_eq!(run(&sig(&tag), b"{}", Some(&url)), INVALID, "body does not match its hash");
+        let twice = format!("{url}&bodySHA256={hash}");
+        let tag2 = b64.encode(ring::hmac::sign(&key, twice.as_bytes()));
+        assert_eq!(run(&sig(&tag2), json, Some(&twice)), INVALID, "bodySHA256 given twice");
+    }
+
+    /// Square: base64 HMAC-SHA256 over notification URL + body; another URL is another
+    /// signature.
+    #[test]
+    fn square() {
+        use super::verify_signed_url;
+        const KEY: &str = "sq0wbk-unit-key";
+        const URL: &str = "https://example.com/webhooks/square";
+        let body: &[u8] = br#"{"type":"payment.updated","event_id":"e1"}"#;
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, KEY.as_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let good = b64.encode(ring::hmac::sign(&key, &[URL.as_bytes(), body].concat()));
+        let src = source(Provider::Square, &[(KEY, None, None)]);
+        let run = |v: &str, body: &[u8], url: &str| {
+            let h = [("x-square-hmacsha256-signature", v)];
+            verify_signed_url(&src, &request(&h, body), Some(url), i64::MAX)
+        };
+        assert_eq!(run(&good, body, URL), ok(0, None), "valid, never stale");
+        assert_eq!(run(&good, body, "https://example.com:443/webhooks/square"), INVALID, "port");
+        assert_eq!(run(&good, b"{}", URL), INVALID, "tampered body");
+        assert_eq!(run(&hex::encode([0u8; 32]), body, URL), MISSING, "hex is not Square's");
     }
 }

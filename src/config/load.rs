@@ -881,12 +881,12 @@ impl Check<'_> {
             raw.ack_deadline.as_deref(),
             default_ack,
         );
-        self.unimplemented_source_keys(label, raw);
         let ordering_key = raw.ordering_key.as_deref().and_then(|pointer| {
             crate::ordering::OrderingKey::parse(pointer)
                 .map_err(|problem| self.error(&field("ordering_key"), problem))
                 .ok()
         });
+        let public_url = self.public_url(label, provider, raw.public_url.as_deref());
         Some(SourceConfig {
             id: String::new(),
             tenant: tenant?,
@@ -898,7 +898,33 @@ impl Check<'_> {
             destination: destination?,
             ack_deadline,
             ordering_key,
+            public_url,
         })
+    }
+
+    /// `public_url`: the endpoint URL as configured at the provider, without a query (the
+    /// request's query is appended, [`crate::signed_url`]). Used by URL-signing providers;
+    /// warned about (and ignored) for the others.
+    fn public_url(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: Option<&str>,
+    ) -> Option<String> {
+        let url = raw?;
+        let field = format!("{label}.public_url");
+        if let Some(problem) = url_problem(url) {
+            self.error(&field, problem);
+            return None;
+        }
+        if url.contains(['?', '#']) {
+            self.error(&field, format!("{url:?} has a query or fragment; write it without"));
+            return None;
+        }
+        if provider.is_some_and(|p| !p.signs_url()) {
+            self.warn(&field, "this provider does not sign the URL; ignored");
+        }
+        Some(url.to_owned())
     }
 
     fn provider(&mut self, field: &str, raw: Option<&str>) -> Option<Provider> {
@@ -957,17 +983,6 @@ impl Check<'_> {
             self.error(field, format!("no destination {name:?} is configured (known: {known})"));
         }
         index
-    }
-
-    /// `public_url`: checked for form, warned about, not used yet.
-    fn unimplemented_source_keys(&mut self, label: &str, raw: &RawSource) {
-        if let Some(url) = &raw.public_url {
-            let field = format!("{label}.public_url");
-            if let Some(problem) = url_problem(url) {
-                self.error(&field, problem);
-            }
-            self.warn(&field, "not implemented yet, ignored");
-        }
     }
 
     fn secrets(
@@ -1198,6 +1213,40 @@ mod tests {
         format!("{top}\n{source}")
     }
 
+    /// `public_url` (issue 3): kept for URL-signing providers; a query or fragment, or a
+    /// non-URL, is an error; on a provider that signs no URL it is warned about and ignored.
+    #[test]
+    fn public_url_is_checked_and_kept() {
+        let twilio = MINIMAL.replace("provider = \"github\"", "provider = \"twilio\"");
+        let with = |text: &str, line: &str| {
+            text.replace("destination = \"d\"\n", &format!("destination = \"d\"\n{line}\n"))
+        };
+        let url = "public_url = \"https://hooks.example.com/twilio\"";
+        let config = check(&with(&twilio, url), Expect::Ok(&[])).unwrap();
+        let kept = config.sources[0].public_url.as_deref();
+        assert_eq!(kept, Some("https://hooks.example.com/twilio"));
+        let query = "public_url = \"https://hooks.example.com/twilio?a=1\"";
+        check(
+            &with(&twilio, query),
+            Expect::Errors(&[
+                "source[s].public_url: \"https://hooks.example.com/twilio?a=1\" has a query",
+            ]),
+        );
+        check(
+            &with(&twilio, "public_url = \"hooks.example.com\""),
+            Expect::Errors(&["source[s].public_url"]),
+        );
+        let config = check(
+            &with(MINIMAL, url),
+            Expect::Ok(&["source[s].public_url: this provider does not sign the URL"]),
+        )
+        .unwrap();
+        assert_eq!(
+            config.sources[0].public_url.as_deref(),
+            Some("https://hooks.example.com/twilio")
+        );
+    }
+
     /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing
     /// or empty one is an error naming the field. The destination keys of the operator
     /// tooling (`paused`, `breaker_failures_max`, `signing_secret`) parse and are checked.
@@ -1398,7 +1447,7 @@ mod tests {
             [[source]]
             id = "Bad Id"
             tenant = "t"
-            provider = "twilio"
+            provider = "adyen"
             secrets = [{ id = "k", env = "MISSING" }]
             destination = "nowhere"
 
@@ -1430,14 +1479,14 @@ mod tests {
                 "destination[d].attempts_max: 0 is not in 1..=100",
                 "destination[d].backoff_min: is greater than backoff_max",
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
-                "source[#1].provider: provider \"twilio\" is not supported by this build yet \
+                "source[#1].provider: provider \"adyen\" is not supported by this build yet \
                  (supported: stripe, github, slack, shopify, standard, svix, paddle, \
-                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket)",
+                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
                  slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, gitlab, \
-                 segment, woocommerce, bitbucket)",
+                 segment, woocommerce, bitbucket",
                 "source[ok].tolerance: must be greater than zero",
                 "source[ok].event_types: is empty",
                 "source[ok].secrets: has 0 entries; 1..=16 are allowed",

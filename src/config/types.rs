@@ -176,6 +176,9 @@ pub struct SourceConfig {
     /// `ordering_key`: events with the same value at this JSON pointer are delivered one at a
     /// time in admission order (R22, `crate::ordering`); `None` = no ordering.
     pub ordering_key: Option<crate::ordering::OrderingKey>,
+    /// `public_url`: the endpoint URL as configured at a URL-signing provider (Twilio,
+    /// Square), without a query; `None` rebuilds it from the request ([`crate::signed_url`]).
+    pub public_url: Option<String>,
 }
 
 /// `[[destination]]`: where admitted events are forwarded (SPEC §5).

@@ -23,6 +23,7 @@ use crate::ledger::{Decision, Ledger, Reply};
 use crate::limits::ACK_DEADLINE_SHED_SHARE;
 use crate::metrics::CoreStats;
 use crate::pipeline::{self, Handled, Pipeline};
+use crate::signed_url::Origin;
 
 /// What the back end must do next for this connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +175,8 @@ pub struct Conn {
     /// Over a connection limit: every request is answered with this (and the connection
     /// closed) once it has been read, so the sender sees the refusal.
     refusing: Option<Answer>,
+    /// The peer's address, when the back end knows it (trusted proxies, [`crate::signed_url`]).
+    peer: Option<std::net::IpAddr>,
 }
 
 impl Conn {
@@ -206,7 +209,14 @@ impl Conn {
             tls,
             close_notify_sent: false,
             refusing: None,
+            peer: None,
         }
+    }
+
+    /// Records the connection's peer address (whose `X-Forwarded-*` headers are believed only
+    /// when it is in `server.trusted_proxies`).
+    pub fn set_peer(&mut self, peer: Option<std::net::IpAddr>) {
+        self.peer = peer;
     }
 
     /// The connection is over a limit ([`super::gate`]): its first request is read and answered
@@ -404,7 +414,9 @@ impl Conn {
         let keep_alive = req.keep_alive;
         let pipeline = ctx.pipeline();
         let config = &pipeline.config.sources[source];
-        match pipeline::handle(source, config, req, clock::now_unix_ms(), make_reply) {
+        let origin = Origin { peer: self.peer, tls: self.tls.is_some() };
+        let url_ctx = (origin, &pipeline.proxies);
+        match pipeline::handle(source, config, req, url_ctx, clock::now_unix_ms(), make_reply) {
             Handled::Answer(answer, id) => {
                 self.answer(ctx, Some(source), answer, id.as_deref(), keep_alive, Some(read_at));
             }
@@ -441,6 +453,25 @@ impl Conn {
                 let answer = Answer::Overloaded;
                 self.answer(ctx, Some(source), answer, Some(&event_id), keep_alive, Some(read_at));
             }
+            Handled::AdmitBatch(admissions) => {
+                // Every part goes to its own shard; a part that is shed or refused answers
+                // `Unavailable` through its reply, so the joined decision (one reply, always
+                // called once) is 503 and the provider retries the whole delivery.
+                let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
+                for admission in admissions {
+                    ctx.stats.events.count(source, admission.event_type.as_deref());
+                    if ctx.ledger.admission_wait(&admission.key) > budget {
+                        ctx.ledger.shed(&admission.key);
+                        ctx.stats.count_shed(source);
+                        (admission.reply)(Decision::Unavailable);
+                    } else if let Err(refused) = ctx.ledger.admit(admission) {
+                        (refused.reply)(Decision::Unavailable);
+                    }
+                }
+                // The batch's answer names no single event id.
+                let event_id = String::new();
+                self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
+            }
         }
     }
 
@@ -458,7 +489,8 @@ impl Conn {
         };
         let event_id = event_id.clone();
         self.phase = Phase::Reading { source: None };
-        self.answer(ctx, Some(source), answer, Some(&event_id), keep_alive, Some(read_at));
+        let event_id = Some(event_id.as_str()).filter(|id| !id.is_empty());
+        self.answer(ctx, Some(source), answer, event_id, keep_alive, Some(read_at));
     }
 
     /// Checks `read_timeout` at `now`: a request still incomplete after it gets 408 and the

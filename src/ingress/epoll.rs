@@ -92,7 +92,7 @@ fn spawn_connection(
                 None
             }
         };
-        serve(&ctx, stream, &stopping, ticket.is_none()).await;
+        serve(&ctx, stream, &stopping, ticket.is_none(), peer).await;
         if let Some(ticket) = ticket {
             ctx.gate.leave(ticket);
         }
@@ -103,8 +103,15 @@ fn spawn_connection(
 
 /// Serves one connection until it closes.
 /// A connection over a limit (`refused`) has its first request answered `503 overloaded`.
-async fn serve(ctx: &CoreCtx, mut stream: TcpStream, stopping: &Cell<bool>, refused: bool) {
+async fn serve(
+    ctx: &CoreCtx,
+    mut stream: TcpStream,
+    stopping: &Cell<bool>,
+    refused: bool,
+    peer: Option<std::net::IpAddr>,
+) {
     let mut conn = Conn::new(ctx, clock::monotonic());
+    conn.set_peer(peer);
     if refused {
         conn.refuse(Answer::Overloaded);
     }

@@ -479,7 +479,9 @@ impl Core {
         set_nodelay(fd);
         self.generation = self.generation.wrapping_add(1);
         let mut conn = Conn::new(&self.ctx, clock::monotonic());
-        let peer = if self.ctx.gate.tracks_addresses() { peer_ip(fd) } else { None };
+        // Known for the per-address limit and for `server.trusted_proxies` (signed URLs).
+        let peer = peer_ip(fd);
+        conn.set_peer(peer);
         let ticket = match self.ctx.gate.enter(peer) {
             Ok(ticket) => Some(ticket),
             Err(reason) => {

@@ -133,7 +133,8 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         ));
     };
     let signer = Signer::new(provider, &args.secret).map_err(|why| format!("--secret: {why}"))?;
-    let signer = Arc::new(signer);
+    // URL-signing providers sign the URL the server rebuilds from `Host` and the target.
+    let signer = Arc::new(signer.with_url(format!("http://{host_header}{path}")));
     let rate = if args.max { None } else { Some(parse_rate(args.rate.as_deref())?) };
     let duration = parse_duration("--duration", &args.duration)?;
     if duration > LOADGEN_DURATION_MAX {
@@ -591,8 +592,8 @@ mod tests {
         check(&with(&["--requests", "0"]), Err("--requests 0"));
         check(&with(&["--threads", "0"]), Err("--threads 0"));
         let mut bad = BASE.to_vec();
-        bad[3] = "twilio";
-        check(&bad, Err("--provider \"twilio\": unknown or not supported by this build (supported: stripe, github"));
+        bad[3] = "adyen";
+        check(&bad, Err("--provider \"adyen\": unknown or not supported by this build (supported: stripe, github"));
         bad = BASE.to_vec();
         bad[1] = "https://127.0.0.1/x";
         check(&bad, Err("scheme \"https\" is not supported"));

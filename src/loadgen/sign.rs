@@ -19,12 +19,17 @@ enum SignKey {
     Ed25519(ring::signature::Ed25519KeyPair),
     /// GitLab: the token itself is sent.
     Token(String),
+    /// SendGrid: the sender's ECDSA P-256 key pair (from a base64 PKCS#8 private key; the
+    /// appliance holds only the public key).
+    EcdsaP256(ring::signature::EcdsaKeyPair),
 }
 
 /// Signs generated deliveries for one provider and secret.
 pub struct Signer {
     provider: Provider,
     key: SignKey,
+    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square) sign it.
+    url: String,
 }
 
 /// Decodes the base64 after `prefix` (Standard Webhooks / Svix key forms).
@@ -57,8 +62,9 @@ impl Signer {
             | Provider::Twitch
             | Provider::Typeform
             | Provider::Woocommerce
-            | Provider::Bitbucket => SignKey::Hmac(sha256(secret.as_bytes())),
-            Provider::Segment => SignKey::Hmac(ring::hmac::Key::new(
+            | Provider::Bitbucket
+            | Provider::Square => SignKey::Hmac(sha256(secret.as_bytes())),
+            Provider::Segment | Provider::Twilio => SignKey::Hmac(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
                 secret.as_bytes(),
             )),
@@ -78,8 +84,27 @@ impl Signer {
                 SignKey::Hmac(sha256(&material))
             }
             Provider::Gitlab => SignKey::Token(secret.to_owned()),
+            Provider::Sendgrid => {
+                let pkcs8 = base64::engine::general_purpose::STANDARD
+                    .decode(secret.trim())
+                    .map_err(|_| "a SendGrid signing key is base64 PKCS#8".to_owned())?;
+                let algorithm = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+                let rng = ring::rand::SystemRandom::new();
+                let pair = ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, &pkcs8, &rng)
+                    .map_err(|_| "not a P-256 PKCS#8 private key".to_owned())?;
+                SignKey::EcdsaP256(pair)
+            }
         };
-        Ok(Signer { provider, key })
+        Ok(Signer { provider, key, url: "http://127.0.0.1/".to_owned() })
+    }
+
+    /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
+    /// the server rebuilds it from `Host` and the request target); only Twilio and Square sign
+    /// it. The default is `http://127.0.0.1/`.
+    #[must_use]
+    pub fn with_url(mut self, url: String) -> Signer {
+        self.url = url;
+        self
     }
 
     /// A JSON body for event `id`, shaped like the provider's events (about 200–330 bytes),
@@ -125,6 +150,18 @@ impl Signer {
                     r#"{{"push":{{"changes":[]}},"repository":{{"name":"r"}},"invoice":{INVOICE}}}"#
                 )
             }
+            // An SMS status callback as Twilio posts it (a form; the id travels in a header).
+            Provider::Twilio => format!(
+                "MessageSid=SM{id}&MessageStatus=delivered&To=%2B15558675310&From=%2B15017122661\
+                 &Body=Paid+2000+usd&AccountSid=AC0000000000000000000000000000000"
+            ),
+            Provider::Square => format!(
+                r#"{{"merchant_id":"6SSW7HV8K2ST5","type":"invoice.payment_made","event_id":"{id}","created_at":"2026-01-01T00:00:00Z","data":{{"type":"invoice","object":{INVOICE}}}}}"#
+            ),
+            // A batch of one event (SendGrid always posts an array).
+            Provider::Sendgrid => format!(
+                r#"[{{"email":"payer@example.com","timestamp":1700000000,"event":"delivered","sg_event_id":"{id}","sg_message_id":"msg.filter0001","invoice":{INVOICE}}}]"#
+            ),
         };
         text.into_bytes()
     }
@@ -210,6 +247,31 @@ impl Signer {
                 h.push(("X-Event-Key", "repo:push".to_owned()));
                 h.push(("X-Attempt-Number", "1".to_owned()));
             }
+            Provider::Sendgrid => {
+                let signature = match &self.key {
+                    SignKey::EcdsaP256(pair) => {
+                        let rng = ring::rand::SystemRandom::new();
+                        let message = [ts.as_bytes(), body].concat();
+                        pair.sign(&rng, &message).map(|s| b64(s.as_ref())).unwrap_or_default()
+                    }
+                    _ => String::new(),
+                };
+                h.push(("X-Twilio-Email-Event-Webhook-Signature", signature));
+                h.push(("X-Twilio-Email-Event-Webhook-Timestamp", ts));
+            }
+            Provider::Twilio => {
+                h[0].1 = "application/x-www-form-urlencoded".to_owned();
+                let params = crate::provider::twilio::sorted_params(body);
+                h.push((
+                    "X-Twilio-Signature",
+                    b64(&self.mac(&[self.url.as_bytes(), params.as_bytes()])),
+                ));
+                h.push(("I-Twilio-Idempotency-Token", id.to_owned()));
+            }
+            Provider::Square => {
+                let signature = b64(&self.mac(&[self.url.as_bytes(), body]));
+                h.push(("x-square-hmacsha256-signature", signature));
+            }
             Provider::Gitlab => {
                 let token = match &self.key {
                     SignKey::Token(token) => token.clone(),
@@ -266,26 +328,47 @@ mod tests {
         );
         let config = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None)
             .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
+        let mut headers: Vec<(String, Vec<u8>)> =
+            signed.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec())).collect();
+        // The signer's default URL is `http://127.0.0.1/`.
+        headers.push(("host".to_owned(), b"127.0.0.1".to_vec()));
         let req = Request {
             method: "POST".to_owned(),
             target: "/".to_owned(),
-            headers: signed
-                .iter()
-                .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
-                .collect(),
+            headers,
             body,
             keep_alive: true,
         };
         let source = &config.sources[0];
         let verdict = crate::verify::verify(source, &req, t);
         assert!(verdict.is_ok(), "{provider:?}: {:?}", verdict.err());
-        let inspected = crate::inspect::inspect(source, &req);
-        assert!(inspected.is_ok(), "{provider:?}: {:?}", inspected.err());
+        if provider.batches() {
+            let events = crate::inspect::inspect_batch(source, &req);
+            assert!(events.is_ok_and(|e| e.len() == 1), "{provider:?}: one event");
+        } else {
+            let inspected = crate::inspect::inspect(source, &req);
+            assert!(inspected.is_ok(), "{provider:?}: {:?}", inspected.err());
+        }
+    }
+
+    /// A SendGrid signing key (base64 PKCS#8) and its public key as Mail Settings shows it
+    /// (base64 SPKI).
+    fn sendgrid_pair() -> (String, String) {
+        let algorithm = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(algorithm, &rng).expect("key");
+        let pair = ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, pkcs8.as_ref(), &rng)
+            .expect("key");
+        let spki_prefix =
+            hex::decode("3059301306072a8648ce3d020106082a8648ce3d030107034200").expect("hex");
+        let spki = [spki_prefix.as_slice(), pair.public_key().as_ref()].concat();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        (b64(pkcs8.as_ref()), b64(&spki))
     }
 
     #[test]
     fn every_provider_signs_what_the_appliance_verifies() {
-        for provider in Provider::ALL {
+        for provider in Provider::ALL.into_iter().filter(|p| *p != Provider::Sendgrid) {
             let secret = match provider {
                 Provider::Stripe => "whsec_loadgen_test",
                 Provider::Standard | Provider::Svix => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -295,6 +378,8 @@ mod tests {
         }
         let (secret_key, public_key) = v1a_pair();
         check(Provider::Standard, &secret_key, &public_key);
+        let (private, public) = sendgrid_pair();
+        check(Provider::Sendgrid, &private, &public);
     }
 
     #[test]

@@ -14,11 +14,14 @@ pub mod gitlab;
 pub mod paddle;
 pub mod pagerduty;
 pub mod segment;
+pub mod sendgrid;
 pub mod shopify;
 pub mod slack;
+pub mod square;
 pub mod standard;
 pub mod stripe;
 pub mod svix;
+pub mod twilio;
 pub mod twitch;
 pub mod typeform;
 pub mod woocommerce;
@@ -70,11 +73,23 @@ pub enum Provider {
     /// Bitbucket Cloud: `X-Hub-Signature: sha256=…` = hex HMAC-SHA256 over the body; no signed
     /// timestamp; id `X-Request-UUID`, type `X-Event-Key`.
     Bitbucket,
+    /// Twilio: `X-Twilio-Signature` = base64 HMAC-SHA1 over the signed URL followed by the
+    /// sorted form parameters (or the URL alone, with a `bodySHA256` query parameter, for JSON
+    /// bodies), keyed by the Auth Token; no signed timestamp; id `I-Twilio-Idempotency-Token`.
+    Twilio,
+    /// Square: `x-square-hmacsha256-signature` = base64 HMAC-SHA256 over the notification URL
+    /// followed by the body, keyed by the signature key; no signed timestamp; id body
+    /// `event_id`.
+    Square,
+    /// SendGrid Event Webhook: `X-Twilio-Email-Event-Webhook-Signature` = base64 DER ECDSA
+    /// P-256/SHA-256 over `{X-Twilio-Email-Event-Webhook-Timestamp}{body}`, verified with the
+    /// base64 SPKI public key; a batch (JSON array), each event's id its `sg_event_id`.
+    Sendgrid,
 }
 
 impl Provider {
     /// Every provider this build verifies, in SPEC §4 order.
-    pub const ALL: [Provider; 14] = [
+    pub const ALL: [Provider; 17] = [
         Provider::Stripe,
         Provider::Github,
         Provider::Slack,
@@ -89,12 +104,15 @@ impl Provider {
         Provider::Segment,
         Provider::Woocommerce,
         Provider::Bitbucket,
+        Provider::Twilio,
+        Provider::Square,
+        Provider::Sendgrid,
     ];
 
     /// Providers named in SPEC §4 that this build does not verify yet (config error names them).
-    pub const PLANNED: [&'static str; 15] = [
-        "twilio", "sendgrid", "discord", "square", "zoom", "hubspot", "mailgun", "intercom",
-        "linear", "mandrill", "calendly", "coinbase", "postmark", "adyen", "hmac",
+    pub const PLANNED: [&'static str; 12] = [
+        "discord", "zoom", "hubspot", "mailgun", "intercom", "linear", "mandrill", "calendly",
+        "coinbase", "postmark", "adyen", "hmac",
     ];
 
     /// The config spelling (`provider = "stripe"`), also the metric label.
@@ -114,6 +132,9 @@ impl Provider {
             Provider::Segment => "segment",
             Provider::Woocommerce => "woocommerce",
             Provider::Bitbucket => "bitbucket",
+            Provider::Twilio => "twilio",
+            Provider::Square => "square",
+            Provider::Sendgrid => "sendgrid",
         }
     }
 
@@ -140,6 +161,9 @@ impl Provider {
             Provider::Segment => segment::SIGNATURE_HEADER,
             Provider::Woocommerce => woocommerce::SIGNATURE_HEADER,
             Provider::Bitbucket => bitbucket::SIGNATURE_HEADER,
+            Provider::Twilio => twilio::SIGNATURE_HEADER,
+            Provider::Square => square::SIGNATURE_HEADER,
+            Provider::Sendgrid => sendgrid::SIGNATURE_HEADER,
         }
     }
 
@@ -152,7 +176,8 @@ impl Provider {
             | Provider::Standard
             | Provider::Svix
             | Provider::Paddle
-            | Provider::Twitch => true,
+            | Provider::Twitch
+            | Provider::Sendgrid => true,
             Provider::Github
             | Provider::Shopify
             | Provider::Typeform
@@ -160,7 +185,9 @@ impl Provider {
             | Provider::Pagerduty
             | Provider::Segment
             | Provider::Woocommerce
-            | Provider::Bitbucket => false,
+            | Provider::Bitbucket
+            | Provider::Twilio
+            | Provider::Square => false,
         }
     }
 
@@ -211,6 +238,15 @@ impl Provider {
             // Bitbucket Cloud: resends up to two more times after a 5xx; no schedule is
             // documented: one day is assumed, on the safe side.
             Provider::Bitbucket => DAY,
+            // Twilio: retries only failed connections, within the webhook's total time (15 s
+            // by default, connection overrides `rc`/`tt`); one day is assumed, on the safe
+            // side.
+            Provider::Twilio => DAY,
+            // Square: retried for up to 72 hours after the event ("Notification Delivery
+            // SLA").
+            Provider::Square => 3 * DAY,
+            // SendGrid: retries failed POSTs for 24 hours.
+            Provider::Sendgrid => DAY,
         })
     }
 
@@ -234,8 +270,10 @@ impl Provider {
             Provider::Slack => 3,
             // Shopify: 1 s to connect, 5 s in total. Paddle: 5 s.
             Provider::Shopify | Provider::Paddle => 5,
-            // Svix: 15 s.
-            Provider::Standard | Provider::Svix => 15,
+            // Svix: 15 s. Twilio: read timeout 15 s by default (connection overrides `rt`).
+            Provider::Standard | Provider::Svix | Provider::Twilio => 15,
+            // Square: 10 s. SendGrid: not confirmed; 10 s assumed.
+            Provider::Square | Provider::Sendgrid => 10,
         })
     }
 }
@@ -262,12 +300,18 @@ pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
         | Provider::Twitch
         | Provider::Typeform
         | Provider::Woocommerce
-        | Provider::Bitbucket => {
+        | Provider::Bitbucket
+        | Provider::Square => {
             Ok(Key::Hmac(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes())))
+        }
+        Provider::Twilio => {
+            let algorithm = ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY;
+            Ok(Key::Hmac(ring::hmac::Key::new(algorithm, secret.as_bytes())))
         }
         Provider::Standard => standard::key(secret),
         Provider::Svix => svix::key(secret),
         Provider::Gitlab => Ok(Key::Token(crate::verify::sha256(secret.as_bytes()))),
+        Provider::Sendgrid => sendgrid::key(secret),
         Provider::Segment => {
             let algorithm = ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY;
             Ok(Key::Hmac(ring::hmac::Key::new(algorithm, secret.as_bytes())))
@@ -275,12 +319,18 @@ pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
     }
 }
 
-/// Reads `req`'s signature headers the way `provider` writes them.
+/// Reads `req`'s signature headers the way `provider` writes them. `url` is the signed URL
+/// for URL-signing providers ([`Provider::signs_url`]); `None` rebuilds it from the request
+/// alone ([`crate::signed_url::request_url`]). Other providers ignore it.
 ///
 /// # Errors
 /// [`Reject::SignatureMissing`] when they are absent or malformed (each provider's file says
-/// exactly when).
-pub(crate) fn presented(provider: Provider, req: &Request) -> Result<Presented<'_>, Reject> {
+/// exactly when), or when a URL-signing provider's URL cannot be known.
+pub(crate) fn presented<'a>(
+    provider: Provider,
+    req: &'a Request,
+    url: Option<&str>,
+) -> Result<Presented<'a>, Reject> {
     match provider {
         Provider::Stripe => stripe::presented(req),
         Provider::Github => github::presented(req),
@@ -296,6 +346,36 @@ pub(crate) fn presented(provider: Provider, req: &Request) -> Result<Presented<'
         Provider::Segment => segment::presented(req),
         Provider::Woocommerce => woocommerce::presented(req),
         Provider::Bitbucket => bitbucket::presented(req),
+        Provider::Twilio => twilio::presented(req, &signed_url(req, url)?),
+        Provider::Square => square::presented(req, &signed_url(req, url)?),
+        Provider::Sendgrid => sendgrid::presented(req),
+    }
+}
+
+impl Provider {
+    /// Whether the provider signs the URL it posted to (Twilio, Square): the URL is then
+    /// rebuilt per [`crate::signed_url`]'s rule before verification.
+    pub fn signs_url(self) -> bool {
+        matches!(self, Provider::Twilio | Provider::Square)
+    }
+
+    /// Whether one delivery carries several events, each with its own identity (SendGrid's
+    /// JSON array; SPEC §4): see [`crate::inspect::inspect_batch`] and [`crate::batch`].
+    pub fn batches(self) -> bool {
+        matches!(self, Provider::Sendgrid)
+    }
+}
+
+/// The signed URL given, or rebuilt from the request alone.
+fn signed_url<'a>(
+    req: &Request,
+    url: Option<&'a str>,
+) -> Result<std::borrow::Cow<'a, str>, Reject> {
+    match url {
+        Some(url) => Ok(std::borrow::Cow::Borrowed(url)),
+        None => crate::signed_url::request_url(req)
+            .map(std::borrow::Cow::Owned)
+            .ok_or(Reject::SignatureMissing),
     }
 }
 
@@ -317,6 +397,9 @@ pub(crate) fn challenge(provider: Provider, req: &Request) -> Option<crate::pipe
         | Provider::Gitlab
         | Provider::Segment
         | Provider::Woocommerce
-        | Provider::Bitbucket => None,
+        | Provider::Bitbucket
+        | Provider::Twilio
+        | Provider::Square
+        | Provider::Sendgrid => None,
     }
 }

@@ -67,6 +67,19 @@ impl Conn {
         Conn::from_stream(stream)
     }
 
+    /// Connects to `addr` from the local address `from` (e.g. `127.0.0.2`, another loopback
+    /// address, to be a peer other than `127.0.0.1`).
+    pub fn connect_from(addr: SocketAddr, from: std::net::IpAddr) -> Conn {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a TCP socket");
+        let local = SocketAddr::new(from, 0);
+        socket.bind(&local.into()).unwrap_or_else(|e| panic!("binding {local}: {e}"));
+        socket
+            .connect_timeout(&addr.into(), Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connecting to {addr} from {from}: {e}"));
+        Conn::from_stream(socket.into())
+    }
+
     /// Connects to `addr`, or the error (for tests where the server may be gone).
     pub fn try_connect(addr: SocketAddr) -> std::io::Result<Conn> {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use crate::harness::{github_a, standard_a, stripe_a, Fixture, Io, Source};
 use crate::metrics::sample;
+use crate::sign::Provider;
 use crate::sink::Script;
 
 /// Requests per run: enough for the duplicate share to be checked with wide bounds.
@@ -28,6 +29,11 @@ fn count(v: &serde_json::Value, pointer: &str) -> u64 {
 }
 
 fn run_against(f: &Fixture, source: &Source, out: &std::path::Path) -> serde_json::Value {
+    // SendGrid's sender signs with the private key; the source holds only the public key.
+    let secret = match source.provider {
+        Provider::Sendgrid => crate::sign::SENDGRID_PKCS8,
+        _ => source.secrets[0].1,
+    };
     let url = format!("http://{}/webhooks/{}", f.hw.ingress, source.id);
     let requests = REQUESTS.to_string();
     let duplicates = DUPLICATES.to_string();
@@ -38,7 +44,7 @@ fn run_against(f: &Fixture, source: &Source, out: &std::path::Path) -> serde_jso
         "--provider",
         provider,
         "--secret",
-        source.secrets[0].1,
+        secret,
         "--rate",
         "400/s",
         "--duration",
@@ -60,11 +66,24 @@ fn run_against(f: &Fixture, source: &Source, out: &std::path::Path) -> serde_jso
     })
 }
 
+/// A source of `provider` with the one key `secret`.
+fn source(id: &'static str, provider: Provider, secret: &'static str) -> Source {
+    Source { id, tenant: "acme", provider, secrets: vec![("k1", secret)], event_types: Vec::new() }
+}
+
 #[test]
 fn loadgen_answers_add_up_for_every_provider() {
-    let f = Fixture::new(Io::Auto, Script::always(200));
+    let signed_urls_and_batches = [
+        source("twilio-lg", Provider::Twilio, crate::sign::TWILIO_TOKEN),
+        source("square-lg", Provider::Square, crate::sign::SQUARE_KEY),
+        source("sendgrid-lg", Provider::Sendgrid, crate::sign::SENDGRID_PUBLIC),
+    ];
+    let f = Fixture::with(Io::Auto, Script::always(200), |setup| {
+        setup.sources.extend(signed_urls_and_batches.iter().cloned());
+    });
     let dir = tempfile::tempdir().expect("temp dir");
-    for source in [stripe_a(), github_a(), standard_a()] {
+    let sources = [stripe_a(), github_a(), standard_a()].into_iter().chain(signed_urls_and_batches);
+    for source in sources {
         let hgrm = dir.path().join(format!("{}.hgrm", source.id));
         let report = run_against(&f, &source, &hgrm);
         let (sent, answered) = (count(&report, "/sent"), count(&report, "/answered"));
@@ -113,7 +132,7 @@ fn loadgen_refuses_bad_flags_with_exit_2() {
         assert!(stderr.contains(message), "{extra:?}: {stderr}");
         assert!(o.stdout.is_empty(), "{extra:?}: no report on bad usage");
     }
-    let o = loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "twilio", "--secret", "s"]);
+    let o = loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "adyen", "--secret", "s"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("supported: stripe, github"));
 }

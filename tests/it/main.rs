@@ -34,6 +34,7 @@ macro_rules! on_both_io {
 }
 
 mod admin;
+mod batches;
 mod client;
 mod crashloop;
 mod diskfull;
@@ -56,5 +57,6 @@ mod sign;
 mod sink;
 mod systemd;
 mod tls;
+mod url_signing;
 mod vectors;
 mod verify_cli;

@@ -175,6 +175,9 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Pagerduty => "x-pagerduty-signature",
         Provider::Woocommerce => "x-wc-webhook-signature",
         Provider::Bitbucket => "x-hub-signature",
+        Provider::Twilio => "x-twilio-signature",
+        Provider::Square => "x-square-hmacsha256-signature",
+        Provider::Sendgrid => "x-twilio-email-event-webhook-signature",
     }
 }
 

@@ -44,6 +44,16 @@ pub const SEGMENT_SECRET: &str = "hookwall-it-segment-secret";
 pub const WOOCOMMERCE_SECRET: &str = "hookwall it woocommerce secret";
 /// Bitbucket webhook secret of source `bitbucket-a` (used as written).
 pub const BITBUCKET_SECRET: &str = "hookwall-it-bitbucket-secret";
+/// Twilio Auth Token of the `twilio-*` sources (used as written).
+pub const TWILIO_TOKEN: &str = "0123456789abcdef0123456789abcdef";
+/// Square signature key of the `square-*` sources (used as written).
+pub const SQUARE_KEY: &str = "sq0wbk-hookwall-it-signature-key";
+/// The SendGrid sender's P-256 private key (base64 PKCS#8, made with Python's `cryptography`
+/// from a fixed scalar); hookwall never sees it.
+pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgAdXm2bLzpMXm9wgZKjtMXW5/gJGis8TV5vcIGSo7TF2hRANCAAR4s6mVDt2Nc83Jp1htSK3TQhGizmeRhdV3H8K9GbqcbA7DBPyqIMt1lnUOjOsvUR0s79/+uApWOsTBDtuqosDJ";
+/// Its public key as SendGrid's Mail Settings show it (base64 SubjectPublicKeyInfo): the
+/// secret of the `sendgrid-*` sources.
+pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 
@@ -81,6 +91,15 @@ pub enum Provider {
     Woocommerce,
     /// `X-Hub-Signature: sha256=…` (hex); id `X-Request-UUID`, type `X-Event-Key`.
     Bitbucket,
+    /// `X-Twilio-Signature` (base64 HMAC-SHA1 over URL + sorted form params); id
+    /// `I-Twilio-Idempotency-Token`. Signed with [`url_headers`].
+    Twilio,
+    /// `x-square-hmacsha256-signature` (base64 HMAC-SHA256 over URL + body); id body
+    /// `event_id`. Signed with [`url_headers`].
+    Square,
+    /// SendGrid Event Webhook: ECDSA P-256 over timestamp + body; a JSON array of events,
+    /// each id its `sg_event_id`.
+    Sendgrid,
 }
 
 impl Provider {
@@ -101,6 +120,9 @@ impl Provider {
             Provider::Pagerduty => "pagerduty",
             Provider::Woocommerce => "woocommerce",
             Provider::Bitbucket => "bitbucket",
+            Provider::Twilio => "twilio",
+            Provider::Square => "square",
+            Provider::Sendgrid => "sendgrid",
         }
     }
 }
@@ -219,6 +241,16 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         }
         Provider::Woocommerce => format!(r#"{{"id":727,"status":"processing","note":"{note}"}}"#),
         Provider::Bitbucket => format!(r#"{{"push":{{"changes":[]}},"note":"{note}"}}"#),
+        // A form, with a repeated key as Twilio sends several media URLs.
+        Provider::Twilio => format!(
+            "MessageSid=SM{id}&Body={}&From=%2B15017122661&To=%2B15558675310\
+             &MediaUrl=https%3A%2F%2Fm%2Fb&MediaUrl=https%3A%2F%2Fm%2Fa",
+            note.replace(' ', "+")
+        ),
+        Provider::Square => format!(
+            r#"{{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated","event_id":"{id}","data":{{"note":"{note}"}}}}"#
+        ),
+        Provider::Sendgrid => format!("[{}]", sendgrid_event(id, note)),
     };
     text.into_bytes()
 }
@@ -318,8 +350,102 @@ pub fn headers(
             h.push(("Idempotency-Key".to_owned(), id.to_owned()));
             h.push(("X-Gitlab-Event-UUID".to_owned(), format!("uuid-{id}-{t}")));
         }
+        Provider::Sendgrid => {
+            // Signed by the configured key's owner, or by another key (a wrong key).
+            let pkcs8 = if secret == SENDGRID_PUBLIC {
+                base64::engine::general_purpose::STANDARD.decode(SENDGRID_PKCS8).expect("base64")
+            } else {
+                let rng = ring::rand::SystemRandom::new();
+                let alg = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+                ring::signature::EcdsaKeyPair::generate_pkcs8(alg, &rng)
+                    .expect("a key")
+                    .as_ref()
+                    .to_vec()
+            };
+            h.push((
+                "X-Twilio-Email-Event-Webhook-Signature".to_owned(),
+                sendgrid_signature(&pkcs8, t, body),
+            ));
+            h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
+        }
+        Provider::Twilio | Provider::Square => {
+            panic!("{provider:?} signs a URL: sign with url_headers")
+        }
     }
     h
+}
+
+/// One SendGrid event object (its exact text), id `sg_event_id`.
+pub fn sendgrid_event(id: &str, note: &str) -> String {
+    format!(
+        r#"{{"email":"a@example.com","timestamp":1700000000,"event":"delivered","sg_event_id":"{id}","sg_message_id":"m.filter0001","note":"{note}"}}"#
+    )
+}
+
+/// SendGrid's `X-Twilio-Email-Event-Webhook-Signature` ("Event Webhook Security Features"):
+/// base64 of the DER ECDSA P-256/SHA-256 signature over `{t}{body}` by the PKCS#8 key.
+pub fn sendgrid_signature(pkcs8: &[u8], t: i64, body: &[u8]) -> String {
+    let rng = ring::rand::SystemRandom::new();
+    let alg = &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING;
+    let pair = ring::signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8, &rng).expect("a P-256 key");
+    let message = [t.to_string().as_bytes(), body].concat();
+    let signature = pair.sign(&rng, &message).expect("signing");
+    base64::engine::general_purpose::STANDARD.encode(signature.as_ref())
+}
+
+/// Twilio's `X-Twilio-Signature` (its "Webhooks security" docs): base64 HMAC-SHA1, keyed by the
+/// Auth Token, over `url` followed by each form parameter's name and value, sorted (repeated
+/// values deduplicated, as Twilio's SDKs do); over `url` alone when it carries `bodySHA256`.
+pub fn twilio_signature(token: &str, url: &str, body: &[u8]) -> String {
+    let mut content = url.as_bytes().to_vec();
+    if !url.contains("bodySHA256=") {
+        let mut pairs: Vec<(String, String)> =
+            form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        pairs.sort();
+        pairs.dedup();
+        for (k, v) in pairs {
+            content.extend_from_slice(k.as_bytes());
+            content.extend_from_slice(v.as_bytes());
+        }
+    }
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, token.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(ring::hmac::sign(&key, &content))
+}
+
+/// Square's `x-square-hmacsha256-signature`: base64 HMAC-SHA256 over `url` followed by the body.
+pub fn square_signature(key: &str, url: &str, body: &[u8]) -> String {
+    let mac = hmac_sha256(key.as_bytes(), &[url.as_bytes(), body]);
+    base64::engine::general_purpose::STANDARD.encode(mac)
+}
+
+/// The headers of a delivery of `body` as event `id` by a URL-signing provider, signed by
+/// `secret` over `url` (the URL the provider posted to, as it saw it).
+pub fn url_headers(
+    provider: Provider,
+    secret: &str,
+    url: &str,
+    id: &str,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let h = |pairs: &[(&str, String)]| {
+        pairs.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect::<Vec<_>>()
+    };
+    match provider {
+        Provider::Twilio => {
+            let json = url.contains("bodySHA256=");
+            let kind = if json { "application/json" } else { "application/x-www-form-urlencoded" };
+            h(&[
+                ("Content-Type", kind.to_owned()),
+                ("X-Twilio-Signature", twilio_signature(secret, url, body)),
+                ("I-Twilio-Idempotency-Token", id.to_owned()),
+            ])
+        }
+        Provider::Square => h(&[
+            ("Content-Type", "application/json".to_owned()),
+            ("x-square-hmacsha256-signature", square_signature(secret, url, body)),
+        ]),
+        other => panic!("{other:?} does not sign a URL"),
+    }
 }
 
 /// Replaces (or adds) header `name` (case-insensitive) in `headers`.

@@ -88,7 +88,12 @@ impl TlsConn {
         let body = sign::body(Provider::Stripe, id, "tls");
         let headers =
             sign::headers(Provider::Stripe, source.secrets[0].1, id, sign::now_unix_s(), &body);
-        let request = client::request("POST", "/webhooks/stripe-a", &headers, &body);
+        self.post("/webhooks/stripe-a", &headers, &body)
+    }
+
+    /// `POST path` with `headers` and `body` over this connection; the answer.
+    fn post(&mut self, path: &str, headers: &[(String, String)], body: &[u8]) -> Response {
+        let request = client::request("POST", path, headers, body);
         self.stream.write_all(&request).expect("writing over TLS");
         self.stream.flush().expect("flushing over TLS");
         loop {
@@ -112,11 +117,20 @@ impl TlsConn {
 
 /// A temp dir with certificate `a` installed and a hookwall serving TLS on `io`.
 fn start(io: Io) -> (tempfile::TempDir, Sink, Hookwall, CertificateDer<'static>) {
+    start_with(io, |_| {})
+}
+
+/// As [`start`], with the setup edited first.
+fn start_with(
+    io: Io,
+    edit: impl FnOnce(&mut Setup),
+) -> (tempfile::TempDir, Sink, Hookwall, CertificateDer<'static>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let root_a = self_signed(dir.path(), "a");
     install(dir.path(), "a");
     let sink = Sink::start(Script::always(200));
     let mut setup = Setup::new(io, dir.path(), &sink.url());
+    edit(&mut setup);
     setup.server_extra = tls_table(dir.path());
     let hw = Hookwall::start(dir.path(), &setup);
     (dir, sink, hw, root_a)
@@ -140,6 +154,35 @@ on_both_io! {
             assert_eq!(again.answer(), (200, "duplicate".to_owned()), "TLS {name}: {again}");
             sink.wait_for_key(&harness::stripe_a().key(&id), 1, harness::FORWARD_TIMEOUT);
         }
+    }
+}
+
+on_both_io! {
+    /// A URL-signing provider behind hookwall's own TLS: the URL Twilio signed is `https://`
+    /// (hookwall terminated TLS, so it rebuilds `https`); a signature over `http://` fails.
+    fn signed_url_is_https_when_hookwall_terminates_tls(io: Io) {
+        let source = harness::Source {
+            id: "twilio-tls",
+            tenant: "acme",
+            provider: Provider::Twilio,
+            secrets: vec![("k1", sign::TWILIO_TOKEN)],
+            event_types: Vec::new(),
+        };
+        let (_dir, sink, hw, root) = start_with(io, |setup| setup.sources.push(source.clone()));
+        let mut conn = TlsConn::connect(hw.ingress, client_config(&root, &[&rustls::version::TLS13]))
+            .expect("handshake");
+        let id = sign::unique_id("evt_tls_twilio");
+        let body = sign::body(Provider::Twilio, &id, "over tls");
+        let path = "/webhooks/twilio-tls";
+        let http = sign::url_headers(Provider::Twilio, sign::TWILIO_TOKEN, "http://127.0.0.1/webhooks/twilio-tls", &id, &body);
+        let r = conn.post(path, &http, &body);
+        assert_eq!(r.answer(), (401, "signature_invalid".to_owned()), "signed over http: {r}");
+        let https = sign::url_headers(Provider::Twilio, sign::TWILIO_TOKEN, "https://127.0.0.1/webhooks/twilio-tls", &id, &body);
+        let r = conn.post(path, &https, &body);
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "signed over https: {r}");
+        let r = conn.post(path, &https, &body);
+        assert_eq!(r.answer(), (200, "duplicate".to_owned()), "retry: {r}");
+        sink.wait_for_key(&source.key(&id), 1, harness::FORWARD_TIMEOUT);
     }
 }
 

@@ -12,7 +12,7 @@ use hookwall::config::{Secret, SourceConfig};
 use hookwall::http::Request;
 use hookwall::inspect::inspect;
 use hookwall::provider::{key, Provider};
-use hookwall::verify::{verify, Reject};
+use hookwall::verify::{self, Reject, Verified};
 
 /// One source of `provider` with the single key `secret` (as the dashboard shows it).
 fn source(provider: Provider, secret: &str) -> SourceConfig {
@@ -32,6 +32,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         destination: 0,
         ack_deadline: Duration::from_secs(10),
         ordering_key: None,
+        public_url: None,
     }
 }
 
@@ -66,8 +67,25 @@ fn other_secret(provider: Provider, secret: &str) -> String {
         Provider::Standard | Provider::Svix => {
             "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
         }
+        // Another P-256 public key (the point 7·G), as Mail Settings would show it.
+        Provider::Sendgrid => SENDGRID_OTHER_PUBLIC.to_owned(),
         _ => format!("{secret}x"),
     }
+}
+
+/// A well-formed SendGrid public key no case uses: SPKI of the P-256 point 7·G.
+pub const SENDGRID_OTHER_PUBLIC: &str =
+    "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEjlM7b6C/e0YluzBmfAH7YH75+LioD+9bMAYocDGHsqNz6x294DMYNm0Gn4Om9ZAAU8c2M8sEGyHFXhqGwfQAtA==";
+
+/// Verifies `req` against the signed URL `url` (URL-signing providers), or as the library's
+/// `verify` does.
+fn verify(
+    source: &SourceConfig,
+    req: &Request,
+    url: Option<&str>,
+    t: i64,
+) -> Result<Verified, Reject> {
+    verify::verify_signed_url(source, req, url, t)
 }
 
 /// Checks one authentic case: Ok at its timestamp with an event id; `SignatureInvalid` with a
@@ -79,17 +97,28 @@ fn check(
     secret: &str,
     headers: &[(String, String)],
     body: &[u8],
-    t: i64,
+    (url, t): (Option<&str>, i64),
 ) {
     let source = source(provider, secret);
     let req = request(headers, body);
-    let verified = verify(&source, &req, t);
+    let verified = verify(&source, &req, url, t);
     let verified = verified.unwrap_or_else(|e| panic!("{name}: expected authentic, got {e:?}"));
     assert_eq!(verified.secret_index, 0, "{name}");
     let signed_at = provider.signs_timestamp().then_some(t);
     assert_eq!(verified.signed_at, signed_at, "{name}: signed timestamp");
     // GitHub's documented example body ("Hello, World!") is no JSON event; all others are.
-    if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
+    if provider.batches() {
+        let events = hookwall::inspect::inspect_batch(&source, &req)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert!(events.iter().all(|e| !e.inspected.event_id.is_empty()), "{name}: event ids");
+        for e in &events {
+            // Each event's bytes are a slice of the body, exactly as sent.
+            assert!(body.windows(e.body.len()).any(|w| w == e.body.as_slice()), "{name}");
+        }
+    // Twilio's id is a header and its body usually a form.
+    } else if serde_json::from_slice::<serde_json::Value>(body).is_ok()
+        || provider == Provider::Twilio
+    {
         let inspected = inspect(&source, &req).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         assert!(!inspected.event_id.is_empty(), "{name}: event id");
     }
@@ -97,17 +126,26 @@ fn check(
     let flipped_expect =
         if provider == Provider::Gitlab { Ok(verified) } else { Err(Reject::SignatureInvalid) };
     assert_eq!(
-        verify(&source, &request(headers, &flipped(body)), t),
+        verify(&source, &request(headers, &flipped(body)), url, t),
         flipped_expect,
         "{name}: flipped byte"
     );
     let wrong = self::source(provider, &other_secret(provider, secret));
-    assert_eq!(verify(&wrong, &req, t), Err(Reject::SignatureInvalid), "{name}: wrong key");
+    assert_eq!(verify(&wrong, &req, url, t), Err(Reject::SignatureInvalid), "{name}: wrong key");
+    if let Some(url) = url {
+        // The URL is signed: another path, or a proxy that turned https into http, fails.
+        let moved = url.replacen("/webhooks/", "/hooks/", 1).replacen(".php", ".asp", 1);
+        let moved = if moved == url { format!("{url}x") } else { moved };
+        let err = Err(Reject::SignatureInvalid);
+        assert_eq!(verify(&source, &req, Some(&moved), t), err, "{name}: other path");
+        let http = url.replacen("https://", "http://", 1);
+        assert_eq!(verify(&source, &req, Some(&http), t), err, "{name}: https became http");
+    }
     if provider.signs_timestamp() {
-        assert_eq!(verify(&source, &req, t + 301), Err(Reject::Stale), "{name}: 301 s later");
-        assert!(verify(&source, &req, t + 300).is_ok(), "{name}: exactly at the tolerance");
-        assert_eq!(verify(&source, &req, t - 61), Err(Reject::Stale), "{name}: 61 s ahead");
-        assert!(verify(&source, &req, t - 60).is_ok(), "{name}: exactly at the future skew");
+        assert_eq!(verify(&source, &req, url, t + 301), Err(Reject::Stale), "{name}: 301 s later");
+        assert!(verify(&source, &req, url, t + 300).is_ok(), "{name}: exactly at the tolerance");
+        assert_eq!(verify(&source, &req, url, t - 61), Err(Reject::Stale), "{name}: 61 s ahead");
+        assert!(verify(&source, &req, url, t - 60).is_ok(), "{name}: exactly at the future skew");
     }
 }
 
@@ -140,7 +178,8 @@ fn official_library_vectors_verify() {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().expect("header text").to_owned()))
             .collect();
-        check(&name, provider, secret, &headers, body, t);
+        let url = case["url"].as_str();
+        check(&name, provider, secret, &headers, body, (url, t));
     }
     let with_several = ["stripe", "slack", "standard", "svix", "shopify", "paddle", "twitch"];
     for provider in with_several.into_iter().chain([
@@ -149,6 +188,9 @@ fn official_library_vectors_verify() {
         "pagerduty",
         "woocommerce",
         "bitbucket",
+        "twilio",
+        "square",
+        "sendgrid",
     ]) {
         let n = counts.get(provider).copied().unwrap_or(0);
         assert!(n >= 3, "several cases for {provider}, got {counts:?}");
@@ -168,6 +210,6 @@ fn official_library_vectors_verify() {
         "It's a Secret to Everybody",
         &headers,
         b"Hello, World!",
-        1_700_000_000,
+        (None, 1_700_000_000),
     );
 }

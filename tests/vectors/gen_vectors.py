@@ -59,6 +59,24 @@ Signing code used (read in the installed package sources):
   webhooks" (``X-Hub-Signature: sha256=<hex HMAC-SHA256 of the body>`` keyed by the
   webhook's secret), computed with Python's ``hmac``; the request id and event key travel in
   ``X-Request-UUID`` and ``X-Event-Key`` ("Event payloads", HTTP headers).
+* twilio (twilio-python 9.13.0, twilio/request_validator.py): ``RequestValidator(token).
+  compute_signature(url, params)`` (base64 HMAC-SHA1 over the URL followed by the sorted
+  parameters, each name's distinct values sorted) for form bodies, and over the URL alone,
+  whose ``bodySHA256`` query parameter is ``compute_hash(body)``, for JSON bodies. Each case
+  is checked with ``RequestValidator(token).validate(url, params_or_body, signature)`` at the
+  URL hookwall sees (the case's ``url``), which may differ from the signed one by the port
+  (the SDK's add_port/remove_port quirk). Params are passed as a Django-style ``getlist``
+  object so that repeated keys keep all their values.
+* squareup (46.0.0.20260916, square/utils/webhooks_helper.py): the header is base64
+  HMAC-SHA256 of ``notification_url + body`` with the signature key (computed with Python's
+  ``hmac`` as that file does), each checked with ``verify_signature(request_body=,
+  signature_header=, signature_key=, notification_url=)``.
+* sendgrid (6.12.5, sendgrid/helpers/eventwebhook/__init__.py): the library only verifies,
+  so each case is signed as that code verifies (ECDSA P-256 / SHA-256 over ``timestamp +
+  payload``, DER, base64) with ``cryptography`` (the library's own dependency) from a fixed
+  private scalar, and checked with ``EventWebhook(public_key).verify_signature(payload,
+  signature, timestamp)``; the public key is the base64 DER SubjectPublicKeyInfo, as the Mail
+  Settings page shows it. ECDSA signatures are randomised: a regenerated file differs in them.
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
@@ -89,6 +107,12 @@ import svix.webhooks
 from paddle_billing.Notifications import PaddleSignature, Secret
 from slack_sdk.signature import SignatureVerifier
 from standardwebhooks.webhooks import Webhook
+from square.utils.webhooks_helper import verify_signature as square_verify_signature
+from sendgrid.helpers.eventwebhook import EventWebhook
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from twilio.request_validator import RequestValidator
+from urllib.parse import parse_qsl
 
 try:
     from importlib.metadata import version
@@ -505,6 +529,131 @@ def gitlab_cases():
                  })]
 
 
+class FormParams(dict):
+    """Form parameters with every value of a repeated name (Django's ``QueryDict`` shape, whose
+    ``getlist`` twilio's RequestValidator.get_values uses)."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.lists = {}
+        for name, value in parse_qsl(body, keep_blank_values=True):
+            self.lists.setdefault(name, []).append(value)
+            self[name] = value
+
+    def getlist(self, name):
+        return self.lists[name]
+
+
+TWILIO_SMS_BODY = ("ToCountry=US&MessageSid=SM0123456789abcdef0123456789abcdef&To=%2B15558675310"
+                   "&Body=Hello+%26+welcome%21&From=%2B15017122661&NumMedia=0"
+                   "&AccountSid=AC0123456789abcdef0123456789abcdef")
+
+
+def twilio_cases():
+    """Twilio cases signed and checked with twilio-python's RequestValidator."""
+    token = "0123456789abcdef0123456789abcdef"
+    json_body = '{"MessageSid":"SM00aa","Body":"caf\\u00e9 \\/ 1"}'
+    json_hash = RequestValidator(token).compute_hash(json_body)
+    # (name, signed URL, URL hookwall sees, body, JSON?)
+    inputs = [
+        ("docs example form", "https://mycompany.com/myapp.php?foo=1&bar=2",
+         "https://mycompany.com/myapp.php?foo=1&bar=2",
+         "CallSid=CA1234567890ABCDE&Caller=%2B12349013030&Digits=1234&From=%2B12349013030"
+         "&To=%2B18005551212", False),
+        ("SMS webhook", "https://hooks.example.com/webhooks/twilio-a",
+         "https://hooks.example.com/webhooks/twilio-a", TWILIO_SMS_BODY, False),
+        ("signed with :443, seen without port", "https://hooks.example.com:443/webhooks/twilio-a",
+         "https://hooks.example.com/webhooks/twilio-a", TWILIO_SMS_BODY, False),
+        ("signed without port, seen with :8443", "https://hooks.example.com/webhooks/twilio-a",
+         "https://hooks.example.com:8443/webhooks/twilio-a", TWILIO_SMS_BODY, False),
+        ("repeated keys", "https://hooks.example.com/webhooks/twilio-a?x=1",
+         "https://hooks.example.com/webhooks/twilio-a?x=1",
+         "MediaUrl=https%3A%2F%2Fm%2Fb&Body=two&MediaUrl=https%3A%2F%2Fm%2Fa&Body=one", False),
+        ("JSON body with bodySHA256",
+         f"https://hooks.example.com/webhooks/twilio-a?bodySHA256={json_hash}",
+         f"https://hooks.example.com/webhooks/twilio-a?bodySHA256={json_hash}", json_body, True),
+    ]
+    cases = []
+    for name, signed_url, seen_url, body, is_json in inputs:
+        # The documented example ("Webhooks security") uses the Auth Token 12345.
+        secret = "12345" if name == "docs example form" else token
+        validator = RequestValidator(secret)
+        params = {} if is_json else FormParams(body)
+        signature = validator.compute_signature(signed_url, params)
+        assert validator.validate(seen_url, body if is_json else params, signature), name
+        content_type = "application/json" if is_json else "application/x-www-form-urlencoded"
+        entry = case("twilio", name, secret, 1700000000, body, {
+            "Content-Type": content_type,
+            "X-Twilio-Signature": signature,
+            "I-Twilio-Idempotency-Token": f"idem-{len(cases)}-0123456789",
+        })
+        entry["url"] = seen_url
+        cases.append(entry)
+    assert cases[0]["headers"]["X-Twilio-Signature"] == "0/KCTR6DLpKmkAf8muzZqo1nDgQ=", "docs"
+    return cases
+
+
+def square_cases():
+    """Square cases signed as squareup's webhooks_helper computes, checked with it."""
+    inputs = [
+        ("payment.updated", "sq0wbk-Hx2hookwallSignatureKey01",
+         "https://example.com/webhooks/square",
+         '{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated",'
+         '"event_id":"13b867cf-db3d-4b1c-90b6-2f32a9d78124","created_at":"2020-02-06T21:27:30Z",'
+         '"data":{"type":"payment","id":"KkAkhdMsgzn59SM8A89WgKwekxLZY"}}'),
+        ("escaped JSON as sent", "sq0wbk-hookwall-escaped", "https://hooks.example.com/sq?a=1",
+         '{"type":"invoice.paid","event_id":"e-escaped","url":"https:\\/\\/x\\u0026y"}'),
+        ("trailing CRLF", "sq0wbk-hookwall-crlf", "https://hooks.example.com:8443/square",
+         '{"type":"customer.created","event_id":"e-crlf"}\r\n'),
+    ]
+    cases = []
+    for name, key, url, body in inputs:
+        digest = hmac.new(key.encode(), (url + body).encode(), hashlib.sha256).digest()
+        signature = base64.b64encode(digest).decode()
+        assert square_verify_signature(request_body=body, signature_header=signature,
+                                       signature_key=key, notification_url=url), name
+        entry = case("square", name, key, 1700000000, body, {
+            "Content-Type": "application/json",
+            "x-square-hmacsha256-signature": signature,
+        })
+        entry["url"] = url
+        cases.append(entry)
+    return cases
+
+
+def sendgrid_cases():
+    """SendGrid cases signed with cryptography and checked with sendgrid's EventWebhook."""
+    private = ec.derive_private_key(0x686F6F6B77616C6C2D73656E64677269642D766563746F7273,
+                                    ec.SECP256R1())
+    spki = private.public_key().public_bytes(serialization.Encoding.DER,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo)
+    public_key = base64.b64encode(spki).decode()
+    inputs = [
+        ("batch of two", 1700000000,
+         '[{"email":"a@example.com","timestamp":1699999990,"event":"processed",'
+         '"sg_event_id":"rbtnWrG1DVDGGGFHFyun0A","sg_message_id":"14c5d75ce93.dfd.64b469.filter0001"},'
+         '{"email":"a@example.com","timestamp":1699999995,"event":"delivered",'
+         '"sg_event_id":"8PNhS3dHWDpOy0W8aS0QaA","sg_message_id":"14c5d75ce93.dfd.64b469.filter0001"}]'),
+        ("escaped JSON as sent", 1700000321,
+         '[{"event":"click","sg_event_id":"e-escaped","url":"https:\\/\\/x\\u0026y"}]'),
+        ("pretty-printed with CRLF", 1735689600,
+         '[\r\n  {"event": "open", "sg_event_id": "e-crlf"},\r\n  {"event": "bounce", '
+         '"sg_event_id": "e-crlf-2"}\r\n]\r\n'),
+    ]
+    cases = []
+    helper = EventWebhook(public_key)
+    for name, t, body in inputs:
+        der = private.sign((str(t) + body).encode(), ec.ECDSA(hashes.SHA256()))
+        signature = base64.b64encode(der).decode()
+        assert helper.verify_signature(body, signature, str(t)), name
+        cases.append(case("sendgrid", name, public_key, t, body, {
+            "Content-Type": "application/json",
+            "X-Twilio-Email-Event-Webhook-Signature": signature,
+            "X-Twilio-Email-Event-Webhook-Timestamp": str(t),
+        }))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -525,7 +674,7 @@ def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
-                    "paddle-python-sdk"):
+                    "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -533,7 +682,7 @@ def main():
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
         + gitlab_cases() + segment_cases() + pagerduty_cases() + woocommerce_cases()
-        + bitbucket_cases(),
+        + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
