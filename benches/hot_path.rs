@@ -29,6 +29,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         }],
         destination: 0,
         ack_deadline: Duration::from_secs(10),
+        scheme: Default::default(),
     }
 }
 

@@ -19,6 +19,18 @@
 //! | `gitlab` | header `Idempotency-Key`, else `X-Gitlab-Event-UUID` | header `X-Gitlab-Event` |
 //! | `woocommerce` | header `X-WC-Webhook-Delivery-ID` | header `X-WC-Webhook-Topic` |
 //! | `bitbucket` | header `X-Request-UUID` | header `X-Event-Key` |
+//! | `discord` | body `"id"` (the interaction's snowflake) | none (Discord's `type` is a number) |
+//! | `hmac` | the source's `id_header` or `id_pointer` | the source's `type_header` or `type_pointer`, optional |
+//! | `linear` | header `Linear-Delivery` | header `Linear-Event` |
+//! | `intercom` | body `"id"` (`notif_…`) | body `"topic"` |
+//! | `postmark` | content: `sha256:<hex SHA-256 of the body>` | body `"RecordType"` |
+//! | `calendly` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
+//! | `coinbase` | body `"event"."id"` | body `"event"."type"` |
+//! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
+//! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
+//!
+//! "Content" means the provider's payload carries no event or delivery id, so the id is derived
+//! from the bytes: a retry that repeats the body is a duplicate (see `docs/providers.md`).
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -44,8 +56,9 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, github, gitlab, paddle, pagerduty, segment, shopify, slack, standard, svix, twitch,
-    typeform, woocommerce, Provider,
+    bitbucket, calendly, coinbase, github, gitlab, hmac, intercom, linear, mailgun, paddle,
+    pagerduty, postmark, segment, shopify, slack, standard, svix, twitch, typeform, woocommerce,
+    zoom, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -119,12 +132,60 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
             id: pagerduty::EVENT_ID_MEMBER,
             kind: pagerduty::EVENT_TYPE_MEMBER,
         },
+        Provider::Intercom => Members::top(intercom::EVENT_ID_MEMBER, intercom::EVENT_TYPE_MEMBER),
+        Provider::Postmark => Members::top("", postmark::EVENT_TYPE_MEMBER),
+        Provider::Calendly => Members::top("", calendly::EVENT_TYPE_MEMBER),
+        Provider::Zoom => Members::top("", zoom::EVENT_TYPE_MEMBER),
+        Provider::Coinbase => Members {
+            container: Some(coinbase::EVENT_MEMBER),
+            id: coinbase::EVENT_ID_MEMBER,
+            kind: coinbase::EVENT_TYPE_MEMBER,
+        },
+        Provider::Mailgun => Members {
+            container: Some(mailgun::EVENT_MEMBER),
+            id: mailgun::EVENT_ID_MEMBER,
+            kind: mailgun::EVENT_TYPE_MEMBER,
+        },
         _ => Members::top("id", "type"),
     };
     let body = BodyFields::read(&mut scratch, members)?;
-    let event_id = event_id(source.provider, req, body.id)?;
-    let event_type = event_type(source, req, body.kind)?;
+    // `hmac`: the id and type from the source's locators (JSON pointers need a parsed body).
+    let located = match source.scheme.hmac.as_deref() {
+        Some(scheme) if source.provider == Provider::Hmac => Some((scheme, parsed_body(req))),
+        _ => None,
+    };
+    let (body_id, body_kind) = match &located {
+        Some((scheme, parsed)) => (
+            locate(req, parsed.as_ref(), Some(&scheme.id)),
+            locate(req, parsed.as_ref(), scheme.event_type.as_ref()),
+        ),
+        None => (body.id, body.kind),
+    };
+    let event_id = event_id(source.provider, req, body_id)?;
+    let event_type = event_type(source, req, body_kind)?;
     Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
+}
+
+/// The body as a JSON value, when it is one (for `hmac` pointers).
+fn parsed_body(req: &Request) -> Option<serde_json::Value> {
+    serde_json::from_slice(&req.body).ok()
+}
+
+/// The field an `hmac` locator names: a header, or the JSON value at a pointer.
+fn locate<'a>(
+    req: &'a Request,
+    parsed: Option<&'a serde_json::Value>,
+    locator: Option<&'a hmac::Locator>,
+) -> Field<'a> {
+    match locator {
+        None => Field::Absent,
+        Some(hmac::Locator::Header(name)) => Field::header(req, name),
+        Some(hmac::Locator::Pointer(pointer)) => match parsed.and_then(|v| v.pointer(pointer)) {
+            None => Field::Absent,
+            Some(serde_json::Value::String(text)) => Field::Text(text),
+            Some(_) => Field::NotText,
+        },
+    }
 }
 
 /// SHA-256 of `body` (the fingerprint bound to an event id, R11), via `ring::digest`.
@@ -154,7 +215,16 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Pagerduty
         | Provider::Segment
         | Provider::Woocommerce
-        | Provider::Bitbucket => Ok(req.body.to_vec()),
+        | Provider::Bitbucket
+        | Provider::Discord
+        | Provider::Hmac
+        | Provider::Linear
+        | Provider::Intercom
+        | Provider::Postmark
+        | Provider::Calendly
+        | Provider::Coinbase
+        | Provider::Zoom
+        | Provider::Mailgun => Ok(req.body.to_vec()),
     }
 }
 
@@ -286,7 +356,17 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_id,
+        | Provider::Segment
+        | Provider::Discord
+        | Provider::Hmac
+        | Provider::Intercom
+        | Provider::Coinbase
+        | Provider::Mailgun => body_id,
+        Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
+        // No id in the payload: the content is the identity (module doc).
+        Provider::Postmark | Provider::Calendly | Provider::Zoom => {
+            return Ok(format!("sha256:{}", hex::encode(fingerprint(&req.body))));
+        }
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
         Provider::Svix => Field::header(req, svix::ID_HEADER),
@@ -320,7 +400,17 @@ fn event_type(
         | Provider::Paddle
         | Provider::Typeform
         | Provider::Pagerduty
-        | Provider::Segment => body_type,
+        | Provider::Segment
+        | Provider::Hmac
+        | Provider::Intercom
+        | Provider::Postmark
+        | Provider::Calendly
+        | Provider::Coinbase
+        | Provider::Zoom
+        | Provider::Mailgun => body_type,
+        // Discord's `type` is a number (interaction kind), not an event type.
+        Provider::Discord => Field::Absent,
+        Provider::Linear => Field::header(req, linear::EVENT_HEADER),
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
         Provider::Gitlab => Field::header(req, gitlab::EVENT_HEADER),
@@ -376,6 +466,7 @@ mod tests {
             secrets: Vec::new(),
             destination: 0,
             ack_deadline: Duration::from_secs(10),
+            scheme: Default::default(),
         }
     }
 

@@ -65,6 +65,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         secrets: vec![Secret { id: "given".to_owned(), key, not_before: None, not_after: None }],
         destination: 0,
         ack_deadline: provider.ack_deadline(),
+        scheme: Default::default(),
     };
     let req = Request {
         method: "POST".to_owned(),
@@ -84,7 +85,8 @@ fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> 
     if let Some(signed) = v.signed_at {
         out.push(format!("signed at {signed} (Unix s), {} s before --at", at - signed));
     }
-    if let Some(challenge) = provider::challenge(source.provider, req) {
+    let key = &source.secrets[v.secret_index].key;
+    if let Some(challenge) = provider::challenge(source.provider, key, req) {
         let body = String::from_utf8_lossy(&challenge.body);
         out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
         return out;

@@ -22,14 +22,14 @@ use subtle::ConstantTimeEq as _;
 use crate::config::{Secret, SourceConfig};
 use crate::http::Request;
 use crate::limits::SIGNATURES_PER_HEADER_MAX;
-use crate::provider::{self, Provider};
+use crate::provider;
 
 /// Longest candidate signature in bytes: HMAC-SHA512 tags and Ed25519 signatures are 64.
 pub(crate) const TAG_BYTES_MAX: usize = 64;
 
 /// Most pieces a provider's signed content is made of (Standard Webhooks: `id`, `.`,
-/// `timestamp`, `.`, body).
-pub(crate) const CONTENT_PIECES_MAX: usize = 5;
+/// `timestamp`, `.`, body — five; the generic `hmac` scheme's template may use up to nine).
+pub(crate) const CONTENT_PIECES_MAX: usize = 9;
 
 /// Longest base64 text read for one candidate: 64 bytes take 88 characters with padding.
 const TAG_BASE64_CHARS_MAX: usize = 88;
@@ -113,7 +113,7 @@ impl Reject {
 /// [`Reject::SignatureInvalid`] when no active key matches (including when no key is active),
 /// [`Reject::Stale`] when an authentic delivery is outside the replay window.
 pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<Verified, Reject> {
-    let presented = presented(source.provider, req)?;
+    let presented = presented(source, req)?;
     let secret_index = matching_secret(&source.secrets, &presented, now_unix_s)?;
     check_fresh(presented.signed_at, source, now_unix_s)?;
     Ok(Verified { secret_index, signed_at: presented.signed_at })
@@ -132,13 +132,30 @@ pub(crate) struct Presented<'a> {
 }
 
 impl<'a> Presented<'a> {
-    /// Signature candidates over `content`, with an optional signed timestamp.
-    pub(crate) fn signed(
+    /// Signature candidates over `content` (`N` ≤ [`CONTENT_PIECES_MAX`] pieces, in order),
+    /// with an optional signed timestamp.
+    pub(crate) fn signed<const N: usize>(
         signed_at: Option<i64>,
         candidates: Candidates,
-        content: [&'a [u8]; CONTENT_PIECES_MAX],
+        content: [&'a [u8]; N],
     ) -> Presented<'a> {
-        Presented { signed_at, proof: Proof::Signatures(candidates), content }
+        const { assert!(N <= CONTENT_PIECES_MAX) };
+        let mut all: [&'a [u8]; CONTENT_PIECES_MAX] = [b""; CONTENT_PIECES_MAX];
+        all[..N].copy_from_slice(&content);
+        Presented { signed_at, proof: Proof::Signatures(candidates), content: all }
+    }
+
+    /// Signature candidates over `content` given as a slice (at most [`CONTENT_PIECES_MAX`]
+    /// pieces; the generic `hmac` scheme, whose template length is known only at run time).
+    pub(crate) fn signed_pieces(
+        signed_at: Option<i64>,
+        candidates: Candidates,
+        content: &[&'a [u8]],
+    ) -> Presented<'a> {
+        let mut all: [&'a [u8]; CONTENT_PIECES_MAX] = [b""; CONTENT_PIECES_MAX];
+        let n = content.len().min(CONTENT_PIECES_MAX);
+        all[..n].copy_from_slice(&content[..n]);
+        Presented { signed_at, proof: Proof::Signatures(candidates), content: all }
     }
 
     /// One signature `tag` over the raw body alone, no signed timestamp: the scheme of GitHub,
@@ -151,7 +168,8 @@ impl<'a> Presented<'a> {
 
     /// A shared token sent as is (no content is signed, no timestamp).
     pub(crate) fn token(token: &[u8]) -> Presented<'a> {
-        Presented { signed_at: None, proof: Proof::Token(sha256(token)), content: [b""; 5] }
+        let content = [b"" as &[u8]; CONTENT_PIECES_MAX];
+        Presented { signed_at: None, proof: Proof::Token(sha256(token)), content }
     }
 }
 
@@ -303,9 +321,9 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
-/// Reads the provider's signature headers.
-fn presented(provider: Provider, req: &Request) -> Result<Presented<'_>, Reject> {
-    provider::presented(provider, req)
+/// Reads the provider's signature headers (per-source options: `legacy_sha1`, `[source.hmac]`).
+fn presented<'a>(source: &'a SourceConfig, req: &'a Request) -> Result<Presented<'a>, Reject> {
+    provider::presented(source, req)
 }
 
 /// Index of the first active secret whose key proves the presented signature or token.
@@ -429,6 +447,7 @@ mod tests {
             secrets,
             destination: 0,
             ack_deadline: Duration::from_secs(10),
+            scheme: Default::default(),
         }
     }
 

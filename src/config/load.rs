@@ -174,6 +174,8 @@ struct RawSource {
     ack_deadline: Option<String>,
     ordering_key: Option<String>,
     public_url: Option<String>,
+    legacy_sha1: Option<bool>,
+    hmac: Option<provider::hmac::RawScheme>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -870,7 +872,8 @@ impl Check<'_> {
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
         let event_types = self.event_types(&field("event_types"), raw.event_types.as_ref());
-        let secrets = self.secrets(label, provider, raw.secrets.as_deref());
+        let scheme = self.scheme_options(label, provider, raw);
+        let secrets = self.secrets(label, provider, &scheme, raw.secrets.as_deref());
         let destination = self.destination_ref(&field("destination"), raw, destinations);
         let default_ack = provider.map_or(secs(10), Provider::ack_deadline);
         let ack_deadline = self.duration_positive(
@@ -889,7 +892,44 @@ impl Check<'_> {
             secrets,
             destination: destination?,
             ack_deadline,
+            scheme,
         })
+    }
+
+    /// `legacy_sha1` (github only) and the `hmac` table (hmac only, required there).
+    fn scheme_options(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: &RawSource,
+    ) -> provider::options::SchemeOptions {
+        let mut options = provider::options::SchemeOptions::default();
+        if let Some(legacy) = raw.legacy_sha1 {
+            if provider.is_some_and(|p| p != Provider::Github) {
+                self.error(&format!("{label}.legacy_sha1"), "is only for provider \"github\"");
+            }
+            options.legacy_sha1 = legacy;
+        }
+        match (&raw.hmac, provider) {
+            (Some(_), Some(p)) if p != Provider::Hmac => {
+                self.error(&format!("{label}.hmac"), "is only for provider \"hmac\"");
+            }
+            (None, Some(Provider::Hmac)) => {
+                let message = "is missing (provider \"hmac\" needs its header, algorithm, \
+                               encoding, content and id source)";
+                self.error(&format!("{label}.hmac"), message);
+            }
+            (Some(raw), _) => match provider::hmac::Scheme::parse(raw) {
+                Ok(scheme) => options.hmac = Some(Box::new(scheme)),
+                Err(problems) => {
+                    for (key, message) in problems {
+                        self.error(&format!("{label}.hmac.{key}"), message);
+                    }
+                }
+            },
+            (None, _) => {}
+        }
+        options
     }
 
     fn provider(&mut self, field: &str, raw: Option<&str>) -> Option<Provider> {
@@ -972,6 +1012,7 @@ impl Check<'_> {
         &mut self,
         label: &str,
         provider: Option<Provider>,
+        scheme: &provider::options::SchemeOptions,
         raw: Option<&[RawSecret]>,
     ) -> Vec<Secret> {
         let field = format!("{label}.secrets");
@@ -991,7 +1032,7 @@ impl Check<'_> {
                     self.error(&format!("{field}[#{}].id", n + 1), message);
                 }
             }
-            let secret = self.secret(&secret_label, provider, raw);
+            let secret = self.secret(&secret_label, provider, scheme, raw);
             if let (Some(id), Some(secret)) = (id, secret) {
                 secrets.push(Secret { id, ..secret });
             }
@@ -1005,6 +1046,7 @@ impl Check<'_> {
         &mut self,
         label: &str,
         provider: Option<Provider>,
+        scheme: &provider::options::SchemeOptions,
         raw: &RawSecret,
     ) -> Option<Secret> {
         let not_before = self.timestamp(&format!("{label}.not_before"), raw.not_before.as_ref());
@@ -1015,7 +1057,7 @@ impl Check<'_> {
             }
         }
         let text = self.secret_text(label, raw)?;
-        let key = match provider::key(provider?, &text) {
+        let key = match provider::key_with(provider?, scheme, &text) {
             Ok(key) => key,
             Err(message) => {
                 self.error(label, message);
@@ -1416,12 +1458,14 @@ mod tests {
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
                 "source[#1].provider: provider \"twilio\" is not supported by this build yet \
                  (supported: stripe, github, slack, shopify, standard, svix, paddle, \
-                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket)",
+                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket, discord, \
+                 hmac, linear, intercom, postmark, calendly, coinbase, zoom, mailgun)",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \
                  slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, gitlab, \
-                 segment, woocommerce, bitbucket)",
+                 segment, woocommerce, bitbucket, discord, hmac, linear, intercom, postmark, \
+                 calendly, coinbase, zoom, mailgun)",
                 "source[ok].tolerance: must be greater than zero",
                 "source[ok].event_types: is empty",
                 "source[ok].secrets: has 0 entries; 1..=16 are allowed",

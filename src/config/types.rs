@@ -173,6 +173,8 @@ pub struct SourceConfig {
     pub destination: usize,
     /// The provider's acknowledgment deadline (defaults from the provider table).
     pub ack_deadline: Duration,
+    /// Per-source scheme options (`legacy_sha1`, `hmac`); default = the documented scheme.
+    pub scheme: crate::provider::options::SchemeOptions,
 }
 
 /// `[[destination]]`: where admitted events are forwarded (SPEC §5).

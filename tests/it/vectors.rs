@@ -31,6 +31,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         }],
         destination: 0,
         ack_deadline: Duration::from_secs(10),
+        scheme: Default::default(),
     }
 }
 
