@@ -49,6 +49,7 @@ mod metrics;
 mod observability;
 mod operator;
 mod providers;
+mod providers_more;
 mod reload;
 mod shedding;
 mod sign;
