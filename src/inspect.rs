@@ -163,7 +163,57 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
     };
     let event_id = event_id(source.provider, req, body_id)?;
     let event_type = event_type(source, req, body_kind)?;
-    Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body) })
+    let fingerprint = intent_fingerprint(source.provider, &req.body)?;
+    Ok(Inspected { event_id, event_type, fingerprint })
+}
+
+/// The fingerprint bound to the event id (R11): SHA-256 of the raw body, except for providers
+/// whose retries legitimately change bytes outside the event (SPEC §3: their intent fields
+/// instead) — Coinbase Commerce (`attempt_number` per attempt): the raw bytes of `event`;
+/// Intercom (`delivery_attempts`, `first_sent_at`…): the raw bytes of `data`; Mailgun (each
+/// attempt signs anew): the raw bytes of `event-data`. The member's bytes are taken as sent
+/// (never re-serialised); a body with it twice is `not_json`, one without it is fingerprinted
+/// whole.
+fn intent_fingerprint(provider: Provider, body: &[u8]) -> Result<[u8; 32], SchemaReject> {
+    let member = match provider {
+        Provider::Coinbase => coinbase::EVENT_MEMBER,
+        Provider::Intercom => intercom::INTENT_MEMBER,
+        Provider::Mailgun => mailgun::EVENT_MEMBER,
+        _ => return Ok(fingerprint(body)),
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let raw = serde::Deserializer::deserialize_map(&mut deserializer, OneMember(member))
+        .map_err(|_| SchemaReject::NotJson)?;
+    deserializer.end().map_err(|_| SchemaReject::NotJson)?;
+    // Without the member there is no intent to isolate: the whole body is the fingerprint.
+    Ok(raw.map_or_else(|| fingerprint(body), |raw| fingerprint(raw.get().as_bytes())))
+}
+
+/// Reads a JSON object, keeping the raw bytes of its member named `.0`; a second member of
+/// that name is an error (ambiguous, R13).
+struct OneMember(&'static str);
+
+impl<'de> serde::de::Visitor<'de> for OneMember {
+    type Value = Option<&'de serde_json::value::RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a JSON object with one member {:?}", self.0)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                if found.replace(raw).is_some() {
+                    return Err(serde::de::Error::custom("member given twice"));
+                }
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// The body as a JSON value, when it is one (for `hmac` pointers).

@@ -3,7 +3,8 @@
 //! secret exactly as the settings page shows it (its UTF-8 bytes). No timestamp is signed (R7).
 //! The body is `{"id", "scheduled_for", "event": {"id", "type", …}}`: `event.id` is the event
 //! id (the top-level `id` names the delivery) and `event.type` (`charge:confirmed`, …) its
-//! type.
+//! type. A retry's body differs outside `event` (`attempt_number`, `scheduled_for`), so the
+//! fingerprint is taken over `event` (the intent, SPEC §3), not the whole body.
 
 use crate::http::Request;
 use crate::verify::{self, Presented, Reject, Scheme};

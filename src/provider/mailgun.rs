@@ -12,7 +12,9 @@
 //! captured pair replayed with another `event-data.id` inside the tolerance is *not* caught
 //! (the verify core keeps no token cache). TLS to hookwall is what protects the body.
 //!
-//! The event id is `event-data.id` and the event type `event-data.event` (`delivered`, …).
+//! The event id is `event-data.id` and the event type `event-data.event` (`delivered`, …). A
+//! retry signed anew has another `signature` object, so the fingerprint is taken over
+//! `event-data` (the intent, SPEC §3), not the whole body.
 
 use crate::http::Request;
 use crate::verify::{self, Candidates, Presented, Reject, Scheme};

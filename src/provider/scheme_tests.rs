@@ -426,3 +426,55 @@ fn mailgun() {
     let other_event = text.replacen("delivered", "failed", 1);
     assert_eq!(verify(src(&config), &request(&[], other_event.as_bytes()), NOW), ok(0, Some(NOW)));
 }
+
+/// SPEC §3 intent fingerprints: Coinbase's, Intercom's and Mailgun's retries change bytes
+/// outside the event; the fingerprint covers `event`, `data` and `event-data` as sent.
+#[test]
+fn intent_fingerprints() {
+    use crate::inspect::fingerprint;
+    let cases: [(&str, &str, &str, &str, &str); 3] = [
+        (
+            "coinbase",
+            r#"{"id":"d1","attempt_number":1,"event":{"id":"e1","type":"charge:created","data":{"a":"\/"}}}"#,
+            r#"{"attempt_number":2,"id":"d1","event":{"id":"e1","type":"charge:created","data":{"a":"\/"}}}"#,
+            r#"{"id":"e1","type":"charge:created","data":{"a":"\/"}}"#,
+            r#"{"id":"d1","event":{"id":"e1","type":"charge:created","data":{"a":"/"}}}"#,
+        ),
+        (
+            "intercom",
+            r#"{"type":"notification_event","id":"notif_1","topic":"ping","data":{"item":{"x":1}},"delivery_attempts":1}"#,
+            r#"{"type":"notification_event","id":"notif_1","topic":"ping","data":{"item":{"x":1}},"delivery_attempts":2,"first_sent_at":5}"#,
+            r#"{"item":{"x":1}}"#,
+            r#"{"type":"notification_event","id":"notif_1","topic":"ping","data":{"item":{"x":2}}}"#,
+        ),
+        (
+            "mailgun",
+            r#"{"signature":{"timestamp":"1","token":"a","signature":"b"},"event-data":{"id":"m1","event":"delivered"}}"#,
+            r#"{"signature":{"timestamp":"2","token":"c","signature":"d"},"event-data":{"id":"m1","event":"delivered"}}"#,
+            r#"{"id":"m1","event":"delivered"}"#,
+            r#"{"event-data":{"id":"m1","event":"failed"}}"#,
+        ),
+    ];
+    for (provider, first, retry, intent, other_intent) in cases {
+        let config = source(provider, &["k"], "");
+        let get = |body: &str| inspect(src(&config), &request(&[], body.as_bytes()));
+        let first = get(first).expect("first");
+        let retry = get(retry).expect("retry");
+        assert_eq!(first.event_id, retry.event_id, "{provider}");
+        assert_eq!(first.fingerprint, retry.fingerprint, "{provider}: a retry is a duplicate");
+        assert_eq!(first.fingerprint, fingerprint(intent.as_bytes()), "{provider}: raw member");
+        let other = get(other_intent).expect("other");
+        assert_ne!(first.fingerprint, other.fingerprint, "{provider}: other intent conflicts");
+    }
+    let config = source("intercom", &["k"], "");
+    let twice = br#"{"id":"notif_1","data":{},"data":{}}"#;
+    assert_eq!(
+        inspect(src(&config), &request(&[], twice)).err(),
+        Some(crate::inspect::SchemaReject::NotJson),
+        "data twice is ambiguous"
+    );
+    let config = source("zoom", &["k"], "");
+    let body = br#"{"event":"x"}"#;
+    let got = inspect(src(&config), &request(&[], body)).expect("zoom");
+    assert_eq!(got.fingerprint, fingerprint(body), "whole body elsewhere");
+}

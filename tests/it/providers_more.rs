@@ -98,14 +98,17 @@ fn round(f: &Fixture, source: &Source) {
         "{what}: Hookwall-Verification {verification:?} names provider and matched key"
     );
 
-    // The provider's retry: the same body, signed again where the scheme signs a header time.
-    let retry_headers = sign::headers(provider, secret, &id, t + 5, &body);
-    expect(
-        &f.hw.post(source.id, &retry_headers, &body),
-        200,
-        "duplicate",
-        &format!("{what}: retry"),
+    // The provider's retry, signed again where the scheme signs a time; Coinbase's, Intercom's
+    // and Mailgun's differ outside the event (intent fingerprint, SPEC §3).
+    let retry = sign::retry_body(provider, secret, &id, (t, t + 5), "first copy");
+    assert_eq!(
+        retry != body,
+        matches!(provider, Provider::Coinbase | Provider::Intercom | Provider::Mailgun),
+        "{what}: the retry's bytes"
     );
+    let retry_headers = sign::headers(provider, secret, &id, t + 5, &retry);
+    let r = f.hw.post(source.id, &retry_headers, &retry);
+    expect(&r, 200, "duplicate", &format!("{what}: retry"));
 
     // A changed body under the first delivery's headers.
     let changed = sign::body_at(provider, secret, &id, t, "second copy");

@@ -286,7 +286,7 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         // Unstamped: `body_at` adds `webhookTimestamp`.
         Provider::Linear => format!(r#"{{"action":"create","type":"Issue","note":"{note}"}}"#),
         Provider::Intercom => format!(
-            r#"{{"type":"notification_event","id":"{id}","topic":"ping","data":{{"note":"{note}"}}}}"#
+            r#"{{"type":"notification_event","id":"{id}","topic":"ping","data":{{"note":"{note}"}},"delivery_attempts":1}}"#
         ),
         Provider::Postmark => {
             format!(r#"{{"RecordType":"Delivery","MessageID":"{id}","Details":"{note}"}}"#)
@@ -295,7 +295,7 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             format!(r#"{{"event":"invitee.created","payload":{{"uri":"{id}","note":"{note}"}}}}"#)
         }
         Provider::Coinbase => format!(
-            r#"{{"id":"d-{id}","event":{{"id":"{id}","type":"charge:confirmed","data":{{"note":"{note}"}}}}}}"#
+            r#"{{"id":"d-{id}","attempt_number":1,"event":{{"id":"{id}","type":"charge:confirmed","data":{{"note":"{note}"}}}}}}"#
         ),
         Provider::Zoom => {
             format!(r#"{{"event":"meeting.started","payload":{{"uuid":"{id}","note":"{note}"}}}}"#)
@@ -308,6 +308,31 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// The body of the provider's retry of a delivery first made by [`body_at`] at `t_first`, sent at
+/// `t_retry`: Coinbase counts `attempt_number`, Intercom `delivery_attempts`, Mailgun signs
+/// anew (new timestamp and token); the others resend the same bytes.
+pub fn retry_body(
+    provider: Provider,
+    secret: &str,
+    id: &str,
+    (t_first, t_retry): (i64, i64),
+    note: &str,
+) -> Vec<u8> {
+    let first = body_at(provider, secret, id, t_first, note);
+    let text = String::from_utf8(first).expect("test bodies are UTF-8");
+    match provider {
+        Provider::Coinbase => text.replacen(r#""attempt_number":1"#, r#""attempt_number":2"#, 1),
+        Provider::Intercom => {
+            text.replacen(r#""delivery_attempts":1"#, r#""delivery_attempts":2"#, 1)
+        }
+        Provider::Mailgun => {
+            return body_at(provider, secret, id, t_retry, note);
+        }
+        _ => text,
+    }
+    .into_bytes()
+}
+
 /// [`body`] signed where the provider signs inside the body: Linear's `webhookTimestamp` (ms,
 /// `t` + 0.25 s) and Mailgun's `signature` object (HMAC-SHA256 of `t ‖ token` by `secret`).
 /// The same as [`body`] for every other provider.
@@ -318,8 +343,9 @@ pub fn body_at(provider: Provider, secret: &str, id: &str, t: i64, note: &str) -
         )
         .into_bytes(),
         Provider::Mailgun => {
-            let token =
-                &hex::encode(ring::digest::digest(&ring::digest::SHA256, id.as_bytes()))[..50];
+            let nonce = format!("{id}/{t}");
+            let digest = ring::digest::digest(&ring::digest::SHA256, nonce.as_bytes());
+            let token = &hex::encode(digest)[..50];
             let sig = hex::encode(hmac_sha256(
                 secret.as_bytes(),
                 &[t.to_string().as_bytes(), token.as_bytes()],

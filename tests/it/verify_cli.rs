@@ -166,3 +166,58 @@ fn closed_stdout_ends_quietly_not_with_a_panic() {
     assert_ne!(out.status.code(), Some(101), "no panic: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `hookwall verify` for discord, linear, intercom, postmark, calendly, coinbase, zoom and
+/// mailgun: authentic (exit 0, the event id printed), wrong key and changed body (exit 1),
+/// stale and future where the scheme signs a time. (`hmac` and GitHub's `legacy_sha1` take
+/// per-source options the command line does not carry.)
+#[test]
+fn verify_cli_more_providers() {
+    use crate::sign::{self, Provider};
+    let cases = [
+        (Provider::Discord, sign::DISCORD_PUBLIC, &"00".repeat(32) as &str),
+        (Provider::Linear, sign::LINEAR_SECRET, sign::WRONG_SECRET),
+        (Provider::Intercom, sign::INTERCOM_SECRET, sign::WRONG_SECRET),
+        (Provider::Postmark, sign::POSTMARK_CREDENTIALS, "hookwall:wrong"),
+        (Provider::Calendly, sign::CALENDLY_SECRET, sign::WRONG_SECRET),
+        (Provider::Coinbase, sign::COINBASE_SECRET, sign::WRONG_SECRET),
+        (Provider::Zoom, sign::ZOOM_SECRET, sign::WRONG_SECRET),
+        (Provider::Mailgun, sign::MAILGUN_SECRET, sign::WRONG_SECRET),
+    ];
+    for (provider, secret, wrong) in cases {
+        let body =
+            |signer: &str, note: &str| sign::body_at(provider, signer, "evt_cli_1", T_CLI, note);
+        let good = body(secret, "cli");
+        let content_id =
+            matches!(provider, Provider::Postmark | Provider::Calendly | Provider::Zoom);
+        let ok = if content_id {
+            let digest = ring::digest::digest(&ring::digest::SHA256, &good);
+            format!("event id \"sha256:{}\"", hex::encode(digest.as_ref()))
+        } else {
+            "event id \"evt_cli_1\"".to_owned()
+        };
+        let invalid = (1, "signature_invalid");
+        check_signed(provider, (secret, secret), (&good, &good), T_CLI, (0, &ok));
+        let forged = body(wrong, "cli");
+        check_signed(provider, (secret, wrong), (&forged, &forged), T_CLI, invalid);
+        let changed = body(secret, "changed");
+        let changed_expect = match provider {
+            // Credentials and Mailgun's in-body signature bind no body (docs/providers.md).
+            Provider::Postmark | Provider::Mailgun => (0, "authentic"),
+            _ => invalid,
+        };
+        check_signed(provider, (secret, secret), (&good, &changed), T_CLI, changed_expect);
+        let tolerance_s = match provider {
+            Provider::Linear => 60,
+            Provider::Calendly => 180,
+            Provider::Intercom | Provider::Postmark | Provider::Coinbase => continue,
+            _ => 300,
+        };
+        let late = T_CLI + tolerance_s;
+        check_signed(provider, (secret, secret), (&good, &good), late, (0, "authentic"));
+        check_signed(provider, (secret, secret), (&good, &good), late + 1, (1, "stale"));
+        check_signed(provider, (secret, secret), (&good, &good), T_CLI - 61, (1, "stale"));
+    }
+    check(&["--provider", "discord", "--secret", "abcd"], b"{}", 2, "64 hex characters");
+    check(&["--provider", "postmark", "--secret", "nocolon"], b"{}", 2, "user:password");
+}
