@@ -478,3 +478,33 @@ fn intent_fingerprints() {
     let got = inspect(src(&config), &request(&[], body)).expect("zoom");
     assert_eq!(got.fingerprint, fingerprint(body), "whole body elsewhere");
 }
+
+/// The `hmac` table written as a `[source.hmac]` section (the form `docs/providers.md` shows).
+#[test]
+fn hmac_table_section_form() {
+    let text = "[[source]]\nid = \"acme-billing\"\ntenant = \"acme\"\nprovider = \"hmac\"\n\
+                secrets = [{ id = \"k1\", value = \"s\" }]\ndestination = \"d\"\n\n\
+                [source.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n\
+                algorithm = \"sha256\"\nencoding = \"hex\"\ncontent = \"{timestamp}.{body}\"\n\
+                timestamp_header = \"X-Acme-Timestamp\"\nid_header = \"X-Acme-Event-Id\"\n\
+                type_pointer = \"/type\"\n\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n";
+    let config = Config::from_toml_str(text, std::path::Path::new("t.toml"), &|_| None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let scheme = config.sources[0].scheme.hmac.as_deref().expect("hmac scheme");
+    assert_eq!(scheme.header, "x-acme-signature");
+    let body: &[u8] = br#"{"type":"invoice.paid"}"#;
+    let h = [
+        (
+            "X-Acme-Signature",
+            format!("sha256={}", sha256_hex("s", &[NOW.to_string().as_bytes(), b".", body])),
+        ),
+        ("X-Acme-Timestamp", NOW.to_string()),
+        ("X-Acme-Event-Id", "ev-9".to_owned()),
+    ];
+    assert_eq!(verify(src(&config), &request(&h, body), NOW), ok(0, Some(NOW)));
+    let inspected = inspect(src(&config), &request(&h, body)).expect("inspected");
+    assert_eq!(
+        (inspected.event_id.as_str(), inspected.event_type.as_deref()),
+        ("ev-9", Some("invoice.paid"))
+    );
+}
