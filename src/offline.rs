@@ -44,6 +44,13 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
             known.join(", ")
         ));
     };
+    if provider == Provider::Hmac {
+        return Verdict::Usage(
+            "provider \"hmac\" is configured per source (header, algorithm, content, id…), \
+             which `hookwall verify` does not take yet; check it through a running source"
+                .to_owned(),
+        );
+    }
     let key = match provider::key(provider, &captured.secret) {
         Ok(key) => key,
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),

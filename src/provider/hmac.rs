@@ -11,7 +11,8 @@
 //! * `{url}`: the configured `url`, exactly as written (the URL the sender signs).
 //!
 //! The signed timestamp (checked against the source's `tolerance`) comes from
-//! `timestamp_header` or from `timestamp_pointer`, a JSON pointer into the body (RFC 6901; a
+//! `timestamp_header` (which `content` must then sign as `{timestamp}`) or from
+//! `timestamp_pointer`, a JSON pointer into the body (RFC 6901; a
 //! number or a string of digits), in `timestamp_unit` `s` (default) or `ms`; without either
 //! there is no freshness check (R7). A body timestamp is signed as part of `{body}`, so only a
 //! header timestamp can appear in the template. The event id (R8) comes from `id_header` or
@@ -138,7 +139,8 @@ impl Scheme {
     /// not `sha1`/`sha256`/`sha512`; `encoding` not `hex`/`base64`; `content` without `{body}`,
     /// with an unknown or unclosed placeholder, a lone `}` or more than nine pieces; a
     /// placeholder whose source is not configured (`{timestamp}` without `timestamp_header`,
-    /// `{id}` without `id_header`, `{url}` without `url`) or a `url` never used; both or
+    /// `{id}` without `id_header`, `{url}` without `url`), a `url` never used or a
+    /// `timestamp_header` the content does not sign; both or
     /// neither of `id_header`/`id_pointer`; both `timestamp_header` and `timestamp_pointer`,
     /// or both `type_*`; a pointer not starting with `/`; `timestamp_unit` not `s`/`ms` or
     /// given without a timestamp; a `url` that is not `http(s)://`.
@@ -218,6 +220,11 @@ impl Scheme {
             let message = "uses {timestamp}, which needs timestamp_header (a body timestamp is \
                            signed as part of {body})";
             errors.push(("content", message.into()));
+        }
+        if matches!(timestamp, Some(Locator::Header(_))) && !uses(&Piece::Timestamp) {
+            let message = "is set but content has no {timestamp}: an unsigned timestamp proves \
+                           no freshness";
+            errors.push(("timestamp_header", message.into()));
         }
         if uses(&Piece::Id) && !matches!(id, Some(Locator::Header(_))) {
             let message = "uses {id}, which needs id_header (a body id is signed as part of \

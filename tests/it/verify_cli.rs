@@ -220,4 +220,5 @@ fn verify_cli_more_providers() {
     }
     check(&["--provider", "discord", "--secret", "abcd"], b"{}", 2, "64 hex characters");
     check(&["--provider", "postmark", "--secret", "nocolon"], b"{}", 2, "user:password");
+    check(&["--provider", "hmac", "--secret", "s"], b"{}", 2, "configured per source");
 }
