@@ -220,5 +220,73 @@ fn verify_cli_more_providers() {
     }
     check(&["--provider", "discord", "--secret", "abcd"], b"{}", 2, "64 hex characters");
     check(&["--provider", "postmark", "--secret", "nocolon"], b"{}", 2, "user:password");
-    check(&["--provider", "hmac", "--secret", "s"], b"{}", 2, "configured per source");
+    check(&["--provider", "hmac", "--secret", "s"], b"{}", 2, "needs --scheme");
+}
+
+/// `hookwall verify --scheme …` for the per-source schemes: GitHub's `legacy_sha1` and the
+/// generic `hmac` table (authentic, wrong key, changed body, stale), and the loader's precise
+/// error for a malformed option.
+#[test]
+fn verify_cli_scheme_options() {
+    use crate::sign::{self, Provider};
+    let run = |provider: Provider,
+               scheme: &str,
+               (secret, signer): (&str, &str),
+               body: &[u8],
+               changed: &[u8],
+               at: i64,
+               expect: (i32, &str)| {
+        let headers = sign::headers(provider, signer, "evt_cli_1", T_CLI, body);
+        let lines: Vec<String> = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+        let at = at.to_string();
+        let mut args = vec![
+            "--provider",
+            provider.name(),
+            "--secret",
+            secret,
+            "--at",
+            &at,
+            "--scheme",
+            scheme,
+        ];
+        for line in &lines {
+            args.extend(["--header", line.as_str()]);
+        }
+        check(&args, changed, expect.0, expect.1);
+    };
+    for (provider, scheme, secret) in [
+        (Provider::GithubSha1, "legacy_sha1 = true", sign::GITHUB_SHA1_SECRET),
+        (Provider::Hmac, sign::HMAC_TABLE, sign::HMAC_SECRET),
+    ] {
+        let body = sign::body(provider, "evt_cli_1", "cli");
+        let changed = sign::body(provider, "evt_cli_1", "changed");
+        let ok = (0, "event id \"evt_cli_1\"");
+        run(provider, scheme, (secret, secret), &body, &body, T_CLI, ok);
+        run(
+            provider,
+            scheme,
+            (secret, sign::WRONG_SECRET),
+            &body,
+            &body,
+            T_CLI,
+            (1, "signature_invalid"),
+        );
+        run(provider, scheme, (secret, secret), &body, &changed, T_CLI, (1, "signature_invalid"));
+        if provider == Provider::Hmac {
+            run(provider, scheme, (secret, secret), &body, &body, T_CLI + 301, (1, "stale"));
+        }
+    }
+    let bad = r#"hmac = { header = "X-Sig", id_header = "X-Id", algorithm = "md5" }"#;
+    check(
+        &["--provider", "hmac", "--secret", "s", "--scheme", bad],
+        b"{}",
+        2,
+        "hmac.algorithm: \"md5\" is not sha1, sha256 or sha512",
+    );
+    check(
+        &["--provider", "stripe", "--secret", "whsec_x", "--scheme", "legacy_sha1 = true"],
+        b"{}",
+        2,
+        "legacy_sha1: is only for provider \"github\"",
+    );
 }
