@@ -31,6 +31,7 @@ fn source(provider: Provider, secret: &str) -> SourceConfig {
         ack_deadline: Duration::from_secs(10),
         ordering_key: None,
         public_url: None,
+        scheme: Default::default(),
     }
 }
 

@@ -58,6 +58,10 @@ pub struct VerifyArgs {
     /// Judge freshness as of this time, Unix seconds (default: now).
     #[arg(long = "at")]
     pub at_unix_s: Option<i64>,
+    /// A scheme option of the source, as its `[[source]]` TOML line: `'legacy_sha1 = true'`
+    /// (GitHub) or `'hmac = { header = "…", … }'` (required for `hmac`); repeat for each.
+    #[arg(long = "scheme")]
+    pub scheme: Vec<String>,
 }
 
 /// `serve`'s arguments.
@@ -155,6 +159,7 @@ fn verify(args: VerifyArgs) -> ExitCode {
         headers: args.headers,
         url: args.url,
         at_unix_s: args.at_unix_s.unwrap_or_else(crate::clock::now_unix_s),
+        scheme: args.scheme,
     };
     match crate::offline::judge(&captured, body) {
         crate::offline::Verdict::Authentic(lines) => {

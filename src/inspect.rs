@@ -22,6 +22,18 @@
 //! | `twilio` | header `I-Twilio-Idempotency-Token` | none (the body is a form; it is not parsed) |
 //! | `square` | body `"event_id"` | body `"type"` |
 //! | `sendgrid` | each array element's `"sg_event_id"` ([`inspect_batch`]) | each element's `"event"` |
+//! | `discord` | body `"id"` (the interaction's snowflake) | none (Discord's `type` is a number) |
+//! | `hmac` | the source's `id_header` or `id_pointer` | the source's `type_header` or `type_pointer`, optional |
+//! | `linear` | header `Linear-Delivery` | header `Linear-Event` |
+//! | `intercom` | body `"id"` (`notif_…`) | body `"topic"` |
+//! | `postmark` | content: `sha256:<hex SHA-256 of the body>` | body `"RecordType"` |
+//! | `calendly` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
+//! | `coinbase` | body `"event"."id"` | body `"event"."type"` |
+//! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
+//! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
+//!
+//! "Content" means the provider's payload carries no event or delivery id, so the id is derived
+//! from the bytes: a retry that repeats the body is a duplicate (see `docs/providers.md`).
 //!
 //! "Else" means: only when the first header is absent (older senders); when it is present, the
 //! second is not looked at.
@@ -47,8 +59,9 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, github, gitlab, paddle, pagerduty, segment, sendgrid, shopify, slack, square,
-    standard, svix, twilio, twitch, typeform, woocommerce, Provider,
+    bitbucket, calendly, coinbase, github, gitlab, hmac, intercom, linear, mailgun, paddle,
+    pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard, svix, twilio, twitch,
+    typeform, woocommerce, zoom, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -126,6 +139,20 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
             id: pagerduty::EVENT_ID_MEMBER,
             kind: pagerduty::EVENT_TYPE_MEMBER,
         },
+        Provider::Intercom => Members::top(intercom::EVENT_ID_MEMBER, intercom::EVENT_TYPE_MEMBER),
+        Provider::Postmark => Members::top("", postmark::EVENT_TYPE_MEMBER),
+        Provider::Calendly => Members::top("", calendly::EVENT_TYPE_MEMBER),
+        Provider::Zoom => Members::top("", zoom::EVENT_TYPE_MEMBER),
+        Provider::Coinbase => Members {
+            container: Some(coinbase::EVENT_MEMBER),
+            id: coinbase::EVENT_ID_MEMBER,
+            kind: coinbase::EVENT_TYPE_MEMBER,
+        },
+        Provider::Mailgun => Members {
+            container: Some(mailgun::EVENT_MEMBER),
+            id: mailgun::EVENT_ID_MEMBER,
+            kind: mailgun::EVENT_TYPE_MEMBER,
+        },
         _ => Members::top("id", "type"),
     };
     let body = if source.provider == Provider::Twilio {
@@ -134,15 +161,99 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
     } else {
         BodyFields::read(&mut scratch, members)?
     };
-    let event_id = event_id(source.provider, req, body.id)?;
-    let event_type = event_type(source, req, body.kind)?;
+    // `hmac`: the id and type from the source's locators (JSON pointers need a parsed body).
+    let located = match source.scheme.hmac.as_deref() {
+        Some(scheme) if source.provider == Provider::Hmac => Some((scheme, parsed_body(req))),
+        _ => None,
+    };
+    let (body_id, body_kind) = match &located {
+        Some((scheme, parsed)) => (
+            locate(req, parsed.as_ref(), Some(&scheme.id)),
+            locate(req, parsed.as_ref(), scheme.event_type.as_ref()),
+        ),
+        None => (body.id, body.kind),
+    };
+    let event_id = event_id(source.provider, req, body_id)?;
+    let event_type = event_type(source, req, body_kind)?;
+    let fingerprint = intent_fingerprint(source.provider, &req.body)?;
     // Ordered sources only: a second parse of another scratch copy (the first one's tape
     // borrows it), paid by the sources that ask for ordering.
     let ordering = match &source.ordering_key {
         Some(key) => key.value_in(json_scratch(source.provider, req)?),
         None => None,
     };
-    Ok(Inspected { event_id, event_type, fingerprint: fingerprint(&req.body), ordering })
+    Ok(Inspected { event_id, event_type, fingerprint, ordering })
+}
+
+/// The fingerprint bound to the event id (R11): SHA-256 of the raw body, except for providers
+/// whose retries legitimately change bytes outside the event (SPEC §3: their intent fields
+/// instead) — Coinbase Commerce (`attempt_number` per attempt): the raw bytes of `event`;
+/// Intercom (`delivery_attempts`, `first_sent_at`…): the raw bytes of `data`; Mailgun (each
+/// attempt signs anew): the raw bytes of `event-data`. The member's bytes are taken as sent
+/// (never re-serialised); a body with it twice is `not_json`, one without it is fingerprinted
+/// whole.
+fn intent_fingerprint(provider: Provider, body: &[u8]) -> Result<[u8; 32], SchemaReject> {
+    let member = match provider {
+        Provider::Coinbase => coinbase::EVENT_MEMBER,
+        Provider::Intercom => intercom::INTENT_MEMBER,
+        Provider::Mailgun => mailgun::EVENT_MEMBER,
+        _ => return Ok(fingerprint(body)),
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let raw = serde::Deserializer::deserialize_map(&mut deserializer, OneMember(member))
+        .map_err(|_| SchemaReject::NotJson)?;
+    deserializer.end().map_err(|_| SchemaReject::NotJson)?;
+    // Without the member there is no intent to isolate: the whole body is the fingerprint.
+    Ok(raw.map_or_else(|| fingerprint(body), |raw| fingerprint(raw.get().as_bytes())))
+}
+
+/// Reads a JSON object, keeping the raw bytes of its member named `.0`; a second member of
+/// that name is an error (ambiguous, R13).
+struct OneMember(&'static str);
+
+impl<'de> serde::de::Visitor<'de> for OneMember {
+    type Value = Option<&'de serde_json::value::RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a JSON object with one member {:?}", self.0)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                if found.replace(raw).is_some() {
+                    return Err(serde::de::Error::custom("member given twice"));
+                }
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The body as a JSON value, when it is one (for `hmac` pointers).
+fn parsed_body(req: &Request) -> Option<serde_json::Value> {
+    serde_json::from_slice(&req.body).ok()
+}
+
+/// The field an `hmac` locator names: a header, or the JSON value at a pointer.
+fn locate<'a>(
+    req: &'a Request,
+    parsed: Option<&'a serde_json::Value>,
+    locator: Option<&'a hmac::Locator>,
+) -> Field<'a> {
+    match locator {
+        None => Field::Absent,
+        Some(hmac::Locator::Header(name)) => Field::header(req, name),
+        Some(hmac::Locator::Pointer(pointer)) => match parsed.and_then(|v| v.pointer(pointer)) {
+            None => Field::Absent,
+            Some(serde_json::Value::String(text)) => Field::Text(text),
+            Some(_) => Field::NotText,
+        },
+    }
 }
 
 /// SHA-256 of `body` (the fingerprint bound to an event id, R11), via `ring::digest`.
@@ -175,7 +286,16 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Woocommerce
         | Provider::Bitbucket
         | Provider::Square
-        | Provider::Sendgrid => Ok(req.body.to_vec()),
+        | Provider::Sendgrid
+        | Provider::Discord
+        | Provider::Hmac
+        | Provider::Linear
+        | Provider::Intercom
+        | Provider::Postmark
+        | Provider::Calendly
+        | Provider::Coinbase
+        | Provider::Zoom
+        | Provider::Mailgun => Ok(req.body.to_vec()),
     }
 }
 
@@ -309,7 +429,17 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Pagerduty
         | Provider::Segment
         | Provider::Square
-        | Provider::Sendgrid => body_id,
+        | Provider::Sendgrid
+        | Provider::Discord
+        | Provider::Hmac
+        | Provider::Intercom
+        | Provider::Coinbase
+        | Provider::Mailgun => body_id,
+        Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
+        // No id in the payload: the content is the identity (module doc).
+        Provider::Postmark | Provider::Calendly | Provider::Zoom => {
+            return Ok(format!("sha256:{}", hex::encode(fingerprint(&req.body))));
+        }
         Provider::Twilio => Field::header(req, twilio::IDEMPOTENCY_HEADER),
         Provider::Github => Field::header(req, github::DELIVERY_HEADER),
         Provider::Standard => Field::header(req, standard::ID_HEADER),
@@ -346,7 +476,17 @@ fn event_type(
         | Provider::Pagerduty
         | Provider::Segment
         | Provider::Square
-        | Provider::Sendgrid => body_type,
+        | Provider::Sendgrid
+        | Provider::Hmac
+        | Provider::Intercom
+        | Provider::Postmark
+        | Provider::Calendly
+        | Provider::Coinbase
+        | Provider::Zoom
+        | Provider::Mailgun => body_type,
+        // Discord's `type` is a number (interaction kind), not an event type.
+        Provider::Discord => Field::Absent,
+        Provider::Linear => Field::header(req, linear::EVENT_HEADER),
         Provider::Twilio => Field::Absent,
         Provider::Github => Field::header(req, github::EVENT_HEADER),
         Provider::Shopify => Field::header(req, shopify::TOPIC_HEADER),
@@ -501,6 +641,7 @@ mod tests {
             ack_deadline: Duration::from_secs(10),
             ordering_key: None,
             public_url: None,
+            scheme: Default::default(),
         }
     }
 

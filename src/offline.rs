@@ -23,6 +23,9 @@ pub struct Captured {
     pub url: Option<String>,
     /// When the delivery is judged, Unix seconds (default: now).
     pub at_unix_s: i64,
+    /// The source's scheme options as `[[source]]` TOML lines (`--scheme`): `legacy_sha1 =
+    /// true` for GitHub, `hmac = { … }` (required) for `hmac`. Empty for the others.
+    pub scheme: Vec<String>,
 }
 
 /// The verdict, for the caller to print and turn into an exit code.
@@ -46,7 +49,11 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
             known.join(", ")
         ));
     };
-    let key = match provider::key(provider, &captured.secret) {
+    let scheme = match scheme_options(provider, &captured.scheme) {
+        Ok(scheme) => scheme,
+        Err(why) => return Verdict::Usage(why),
+    };
+    let key = match provider::key_with(provider, &scheme, &captured.secret) {
         Ok(key) => key,
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),
     };
@@ -69,6 +76,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         ack_deadline: provider.ack_deadline(),
         ordering_key: None,
         public_url: None,
+        scheme,
     };
     let req = Request {
         method: "POST".to_owned(),
@@ -90,12 +98,53 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
     }
 }
 
+/// The scheme options of `--scheme` lines, checked by the config loader itself (the same
+/// errors as `check-config`, field names included).
+fn scheme_options(
+    provider: Provider,
+    lines: &[String],
+) -> Result<provider::options::SchemeOptions, String> {
+    if lines.is_empty() {
+        if provider == Provider::Hmac {
+            return Err("provider \"hmac\" needs --scheme 'hmac = { header = \"…\", … }' (the \
+                        source's table, see docs/providers.md)"
+                .to_owned());
+        }
+        return Ok(provider::options::SchemeOptions::default());
+    }
+    // A throwaway config around the lines; the secret is read through `env` so it is never
+    // written into TOML text. Its form is checked again with the real secret afterwards.
+    let text = format!(
+        "[[source]]\nid = \"offline\"\ntenant = \"offline\"\nprovider = \"{}\"\n\
+         secrets = [{{ id = \"given\", env = \"SCHEME\" }}]\n{}\ndestination = \"d\"\n\
+         [[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
+        provider.name(),
+        lines.join("\n")
+    );
+    let placeholder = |_: &str| Some("user:placeholder".to_owned());
+    let placeholder_key =
+        crate::config::Config::from_toml_str(&text, std::path::Path::new("--scheme"), &placeholder);
+    match placeholder_key {
+        Ok(mut config) => Ok(config.sources.swap_remove(0).scheme),
+        Err(errors) => {
+            let lines: Vec<String> = errors
+                .0
+                .iter()
+                .filter(|e| !e.field.contains(".secrets"))
+                .map(|e| format!("{}: {}", e.field.replace("source[offline].", ""), e.message))
+                .collect();
+            Err(format!("--scheme: {}", lines.join("; ")))
+        }
+    }
+}
+
 fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> Vec<String> {
     let mut out = vec![format!("authentic and fresh ({})", source.provider.name())];
     if let Some(signed) = v.signed_at {
         out.push(format!("signed at {signed} (Unix s), {} s before --at", at - signed));
     }
-    if let Some(challenge) = provider::challenge(source.provider, req) {
+    let key = &source.secrets[v.secret_index].key;
+    if let Some(challenge) = provider::challenge(source.provider, key, req) {
         let body = String::from_utf8_lossy(&challenge.body);
         out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
         return out;
@@ -155,6 +204,7 @@ mod tests {
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
             url: None,
             at_unix_s: 1_614_265_330,
+            scheme: Vec::new(),
         };
         let got = match judge(&captured, body.to_vec()) {
             Verdict::Authentic(lines) => format!("ok: {}", lines.join("; ")),
@@ -188,6 +238,7 @@ mod tests {
             headers: std_headers.iter().map(|h| (*h).to_owned()).collect(),
             url: None,
             at_unix_s: 1_614_265_330 + 301,
+            scheme: Vec::new(),
         };
         assert!(
             matches!(judge(&late, body.to_vec()), Verdict::Rejected(w) if w.starts_with("stale"))
@@ -212,6 +263,7 @@ mod tests {
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
             url: None,
             at_unix_s: 1_614_265_330,
+            scheme: Vec::new(),
         };
         let Verdict::Authentic(lines) = judge(&captured, body.to_vec()) else {
             panic!("the handshake verifies");

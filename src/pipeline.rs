@@ -107,7 +107,8 @@ pub fn handle(
         Ok(v) => v,
         Err(reject) => return Handled::Answer(reject_answer(reject), None),
     };
-    if let Some(challenge) = crate::provider::challenge(source.provider, &req) {
+    let key = &source.secrets[verified.secret_index].key;
+    if let Some(challenge) = crate::provider::challenge(source.provider, key, &req) {
         return Handled::Challenge(challenge);
     }
     if source.provider.batches() {

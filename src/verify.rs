@@ -29,8 +29,8 @@ use crate::provider;
 pub(crate) const TAG_BYTES_MAX: usize = 72;
 
 /// Most pieces a provider's signed content is made of (Standard Webhooks: `id`, `.`,
-/// `timestamp`, `.`, body).
-pub(crate) const CONTENT_PIECES_MAX: usize = 5;
+/// `timestamp`, `.`, body — five; the generic `hmac` scheme's template may use up to nine).
+pub(crate) const CONTENT_PIECES_MAX: usize = 9;
 
 /// Longest base64 text read for one candidate: 72 bytes take 96 characters with padding.
 const TAG_BASE64_CHARS_MAX: usize = 96;
@@ -135,7 +135,7 @@ pub fn verify_signed_url(
     url: Option<&str>,
     now_unix_s: i64,
 ) -> Result<Verified, Reject> {
-    let presented = provider::presented(source.provider, req, url)?;
+    let presented = provider::presented(source, req, url)?;
     let secret_index = matching_secret(&source.secrets, &presented, now_unix_s)?;
     check_fresh(presented.signed_at, source, now_unix_s)?;
     Ok(Verified { secret_index, signed_at: presented.signed_at })
@@ -158,14 +158,40 @@ pub(crate) struct Presented<'a> {
 }
 
 impl<'a> Presented<'a> {
-    /// Signature candidates over `content`, with an optional signed timestamp.
-    pub(crate) fn signed(
+    /// Signature candidates over `content` (`N` ≤ [`CONTENT_PIECES_MAX`] pieces, in order),
+    /// with an optional signed timestamp.
+    pub(crate) fn signed<const N: usize>(
         signed_at: Option<i64>,
         candidates: Candidates,
-        content: [&'a [u8]; CONTENT_PIECES_MAX],
+        content: [&'a [u8]; N],
     ) -> Presented<'a> {
-        let alternatives = Vec::new();
-        Presented { signed_at, proof: Proof::Signatures(candidates), content, alternatives }
+        const { assert!(N <= CONTENT_PIECES_MAX) };
+        let mut all: [&'a [u8]; CONTENT_PIECES_MAX] = [b""; CONTENT_PIECES_MAX];
+        all[..N].copy_from_slice(&content);
+        Presented {
+            signed_at,
+            proof: Proof::Signatures(candidates),
+            content: all,
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// Signature candidates over `content` given as a slice (at most [`CONTENT_PIECES_MAX`]
+    /// pieces; the generic `hmac` scheme, whose template length is known only at run time).
+    pub(crate) fn signed_pieces(
+        signed_at: Option<i64>,
+        candidates: Candidates,
+        content: &[&'a [u8]],
+    ) -> Presented<'a> {
+        let mut all: [&'a [u8]; CONTENT_PIECES_MAX] = [b""; CONTENT_PIECES_MAX];
+        let n = content.len().min(CONTENT_PIECES_MAX);
+        all[..n].copy_from_slice(&content[..n]);
+        Presented {
+            signed_at,
+            proof: Proof::Signatures(candidates),
+            content: all,
+            alternatives: Vec::new(),
+        }
     }
 
     /// Signature candidates over any one of `alternatives` (each a whole signed content).
@@ -188,8 +214,13 @@ impl<'a> Presented<'a> {
 
     /// A shared token sent as is (no content is signed, no timestamp).
     pub(crate) fn token(token: &[u8]) -> Presented<'a> {
-        let proof = Proof::Token(sha256(token));
-        Presented { signed_at: None, proof, content: [b""; 5], alternatives: Vec::new() }
+        let content = [b"" as &[u8]; CONTENT_PIECES_MAX];
+        Presented {
+            signed_at: None,
+            proof: Proof::Token(sha256(token)),
+            content,
+            alternatives: Vec::new(),
+        }
     }
 }
 
@@ -506,6 +537,7 @@ mod tests {
             ack_deadline: Duration::from_secs(10),
             ordering_key: None,
             public_url: None,
+            scheme: Default::default(),
         }
     }
 

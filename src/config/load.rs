@@ -174,6 +174,8 @@ struct RawSource {
     ack_deadline: Option<String>,
     ordering_key: Option<String>,
     public_url: Option<String>,
+    legacy_sha1: Option<bool>,
+    hmac: Option<provider::hmac::RawScheme>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -873,7 +875,8 @@ impl Check<'_> {
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
         let event_types = self.event_types(&field("event_types"), raw.event_types.as_ref());
-        let secrets = self.secrets(label, provider, raw.secrets.as_deref());
+        let scheme = self.scheme_options(label, provider, raw);
+        let secrets = self.secrets(label, provider, &scheme, raw.secrets.as_deref());
         let destination = self.destination_ref(&field("destination"), raw, destinations);
         let default_ack = provider.map_or(secs(10), Provider::ack_deadline);
         let ack_deadline = self.duration_positive(
@@ -899,6 +902,7 @@ impl Check<'_> {
             ack_deadline,
             ordering_key,
             public_url,
+            scheme,
         })
     }
 
@@ -925,6 +929,42 @@ impl Check<'_> {
             self.warn(&field, "this provider does not sign the URL; ignored");
         }
         Some(url.to_owned())
+    }
+
+    /// `legacy_sha1` (github only) and the `hmac` table (hmac only, required there).
+    fn scheme_options(
+        &mut self,
+        label: &str,
+        provider: Option<Provider>,
+        raw: &RawSource,
+    ) -> provider::options::SchemeOptions {
+        let mut options = provider::options::SchemeOptions::default();
+        if let Some(legacy) = raw.legacy_sha1 {
+            if provider.is_some_and(|p| p != Provider::Github) {
+                self.error(&format!("{label}.legacy_sha1"), "is only for provider \"github\"");
+            }
+            options.legacy_sha1 = legacy;
+        }
+        match (&raw.hmac, provider) {
+            (Some(_), Some(p)) if p != Provider::Hmac => {
+                self.error(&format!("{label}.hmac"), "is only for provider \"hmac\"");
+            }
+            (None, Some(Provider::Hmac)) => {
+                let message = "is missing (provider \"hmac\" needs its header, algorithm, \
+                               encoding, content and id source)";
+                self.error(&format!("{label}.hmac"), message);
+            }
+            (Some(raw), _) => match provider::hmac::Scheme::parse(raw) {
+                Ok(scheme) => options.hmac = Some(Box::new(scheme)),
+                Err(problems) => {
+                    for (key, message) in problems {
+                        self.error(&format!("{label}.hmac.{key}"), message);
+                    }
+                }
+            },
+            (None, _) => {}
+        }
+        options
     }
 
     fn provider(&mut self, field: &str, raw: Option<&str>) -> Option<Provider> {
@@ -989,6 +1029,7 @@ impl Check<'_> {
         &mut self,
         label: &str,
         provider: Option<Provider>,
+        scheme: &provider::options::SchemeOptions,
         raw: Option<&[RawSecret]>,
     ) -> Vec<Secret> {
         let field = format!("{label}.secrets");
@@ -1008,7 +1049,7 @@ impl Check<'_> {
                     self.error(&format!("{field}[#{}].id", n + 1), message);
                 }
             }
-            let secret = self.secret(&secret_label, provider, raw);
+            let secret = self.secret(&secret_label, provider, scheme, raw);
             if let (Some(id), Some(secret)) = (id, secret) {
                 secrets.push(Secret { id, ..secret });
             }
@@ -1022,6 +1063,7 @@ impl Check<'_> {
         &mut self,
         label: &str,
         provider: Option<Provider>,
+        scheme: &provider::options::SchemeOptions,
         raw: &RawSecret,
     ) -> Option<Secret> {
         let not_before = self.timestamp(&format!("{label}.not_before"), raw.not_before.as_ref());
@@ -1032,7 +1074,7 @@ impl Check<'_> {
             }
         }
         let text = self.secret_text(label, raw)?;
-        let key = match provider::key(provider?, &text) {
+        let key = match provider::key_with(provider?, scheme, &text) {
             Ok(key) => key,
             Err(message) => {
                 self.error(label, message);

@@ -179,6 +179,8 @@ pub struct SourceConfig {
     /// `public_url`: the endpoint URL as configured at a URL-signing provider (Twilio,
     /// Square), without a query; `None` rebuilds it from the request ([`crate::signed_url`]).
     pub public_url: Option<String>,
+    /// Per-source scheme options (`legacy_sha1`, `hmac`); default = the documented scheme.
+    pub scheme: crate::provider::options::SchemeOptions,
 }
 
 /// `[[destination]]`: where admitted events are forwarded (SPEC §5).

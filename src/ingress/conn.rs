@@ -383,8 +383,9 @@ impl Conn {
                     // The client waits before sending its body: an unsigned delivery is told
                     // 401 now instead of being invited to upload it (SPEC §3 order holds:
                     // 404, 405 and 413 are decided first).
-                    let provider = pipeline.config.sources[source].provider;
-                    if self.framer.header(provider.signature_header()).is_none() {
+                    let name =
+                        crate::provider::source_signature_header(&pipeline.config.sources[source]);
+                    if !name.is_empty() && self.framer.header(name).is_none() {
                         let answer = Answer::SignatureMissing;
                         self.answer(ctx, Some(source), answer, None, false, None);
                     } else {

@@ -11,13 +11,18 @@ use crate::provider::Provider;
 /// Event type every generated delivery carries where the provider has one.
 pub const EVENT_TYPE: &str = "invoice.paid";
 
+/// The `hmac` source table loadgen's `hmac` deliveries match (loadgen has no source config, so
+/// it signs this one scheme): `X-Hookwall-Signature: sha256=<hex HMAC-SHA256>` over
+/// `{timestamp}.{body}`, timestamp in `X-Hookwall-Timestamp`, id in `X-Hookwall-Id`.
+pub const LOADGEN_HMAC_TABLE: &str = r#"{ header = "X-Hookwall-Signature", prefix = "sha256=", algorithm = "sha256", encoding = "hex", content = "{timestamp}.{body}", timestamp_header = "X-Hookwall-Timestamp", id_header = "X-Hookwall-Id" }"#;
+
 /// The key a generated delivery is signed with.
 enum SignKey {
     /// HMAC (SHA-256, or SHA-1 for Segment) keyed as the provider keys it.
     Hmac(ring::hmac::Key),
     /// Standard Webhooks v1a: the sender's Ed25519 key pair (from a `whsk_` secret).
     Ed25519(ring::signature::Ed25519KeyPair),
-    /// GitLab: the token itself is sent.
+    /// GitLab: the token itself is sent; Postmark: `user:password` for basic auth.
     Token(String),
     /// SendGrid: the sender's ECDSA P-256 key pair (from a base64 PKCS#8 private key; the
     /// appliance holds only the public key).
@@ -83,7 +88,6 @@ impl Signer {
                 }
                 SignKey::Hmac(sha256(&material))
             }
-            Provider::Gitlab => SignKey::Token(secret.to_owned()),
             Provider::Sendgrid => {
                 let pkcs8 = base64::engine::general_purpose::STANDARD
                     .decode(secret.trim())
@@ -93,6 +97,27 @@ impl Signer {
                 let pair = ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, &pkcs8, &rng)
                     .map_err(|_| "not a P-256 PKCS#8 private key".to_owned())?;
                 SignKey::EcdsaP256(pair)
+            }
+            Provider::Gitlab | Provider::Postmark => SignKey::Token(secret.to_owned()),
+            Provider::Hmac
+            | Provider::Linear
+            | Provider::Calendly
+            | Provider::Coinbase
+            | Provider::Zoom
+            | Provider::Mailgun => SignKey::Hmac(sha256(secret.as_bytes())),
+            Provider::Intercom => SignKey::Hmac(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+                secret.as_bytes(),
+            )),
+            // Discord: the sender's 32-byte Ed25519 seed as 64 hex characters (the source is
+            // configured with its public key).
+            Provider::Discord => {
+                let mut seed = [0; 32];
+                hex::decode_to_slice(secret, &mut seed)
+                    .map_err(|_| "a Discord signing seed is 64 hex characters".to_owned())?;
+                let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed)
+                    .map_err(|_| "not an Ed25519 seed".to_owned())?;
+                SignKey::Ed25519(pair)
             }
         };
         Ok(Signer { provider, key, url: "http://127.0.0.1/".to_owned() })
@@ -109,8 +134,15 @@ impl Signer {
 
     /// A JSON body for event `id`, shaped like the provider's events (about 200–330 bytes),
     /// with the id where the provider carries it in the body (Stripe, Slack, Paddle, Typeform,
-    /// PagerDuty, Segment); the others carry it in a header.
+    /// PagerDuty, Segment); the others carry it in a header. Mailgun's body carries its
+    /// signature, made now ([`Signer::body_at`]).
     pub fn body(&self, id: &str) -> Vec<u8> {
+        self.body_at(id, crate::clock::now_unix_s())
+    }
+
+    /// [`Signer::body`] with Mailgun's in-body signature and Linear's `webhookTimestamp` made
+    /// at `t` (Unix seconds); `t` is unused for every other provider.
+    pub fn body_at(&self, id: &str, t: i64) -> Vec<u8> {
         const INVOICE: &str = r#"{"id":"in_1Loadgen","object":"invoice","amount_paid":2000,"currency":"usd","customer":"cus_Loadgen","status":"paid","lines":{"data":[{"id":"il_1","amount":2000}]}}"#;
         let text = match self.provider {
             Provider::Stripe => format!(
@@ -162,6 +194,37 @@ impl Signer {
             Provider::Sendgrid => format!(
                 r#"[{{"email":"payer@example.com","timestamp":1700000000,"event":"delivered","sg_event_id":"{id}","sg_message_id":"msg.filter0001","invoice":{INVOICE}}}]"#
             ),
+            Provider::Discord => format!(
+                r#"{{"id":"{id}","application_id":"1","type":2,"token":"t","version":1,"data":{{"name":"invoice","invoice":{INVOICE}}}}}"#
+            ),
+            Provider::Hmac => format!(r#"{{"type":"{EVENT_TYPE}","data":{INVOICE}}}"#),
+            Provider::Linear => format!(
+                r#"{{"action":"create","type":"Issue","webhookTimestamp":{t}000,"data":{INVOICE}}}"#
+            ),
+            Provider::Intercom => format!(
+                r#"{{"type":"notification_event","id":"{id}","topic":"conversation.user.created","data":{{"item":{INVOICE}}}}}"#
+            ),
+            Provider::Postmark => format!(
+                r#"{{"RecordType":"Delivery","MessageID":"{id}","Recipient":"a@example.com","Details":{INVOICE}}}"#
+            ),
+            Provider::Calendly => format!(
+                r#"{{"event":"invitee.created","created_at":"2026-01-01T00:00:00Z","payload":{{"uri":"{id}","invoice":{INVOICE}}}}}"#
+            ),
+            Provider::Coinbase => format!(
+                r#"{{"id":"d-{id}","scheduled_for":"2026-01-01T00:00:00Z","event":{{"id":"{id}","type":"charge:confirmed","data":{INVOICE}}}}}"#
+            ),
+            Provider::Zoom => format!(
+                r#"{{"event":"meeting.started","event_ts":1700000000000,"payload":{{"uuid":"{id}","object":{INVOICE}}}}}"#
+            ),
+            Provider::Mailgun => {
+                let token =
+                    &hex::encode(crate::verify::sha256(format!("{id}/{t}").as_bytes()))[..50];
+                let signature =
+                    hex::encode(self.mac(&[t.to_string().as_bytes(), token.as_bytes()]));
+                format!(
+                    r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{signature}"}},"event-data":{{"id":"{id}","event":"delivered","timestamp":{t},"invoice":{INVOICE}}}}}"#
+                )
+            }
         };
         text.into_bytes()
     }
@@ -282,6 +345,51 @@ impl Signer {
                 h.push(("Idempotency-Key", id.to_owned()));
                 h.push(("X-Gitlab-Event-UUID", format!("uuid-{id}")));
             }
+            Provider::Discord => {
+                let signature = match &self.key {
+                    SignKey::Ed25519(pair) => {
+                        hex::encode(pair.sign(&[ts.as_bytes(), body].concat()).as_ref())
+                    }
+                    _ => String::new(),
+                };
+                h.push(("X-Signature-Ed25519", signature));
+                h.push(("X-Signature-Timestamp", ts));
+            }
+            Provider::Hmac => {
+                let mac = hex::encode(self.mac(&[ts.as_bytes(), b".", body]));
+                h.push(("X-Hookwall-Signature", format!("sha256={mac}")));
+                h.push(("X-Hookwall-Timestamp", ts));
+                h.push(("X-Hookwall-Id", id.to_owned()));
+            }
+            Provider::Linear => {
+                h.push(("Linear-Signature", hex::encode(self.mac(&[body]))));
+                h.push(("Linear-Delivery", id.to_owned()));
+                h.push(("Linear-Event", "Issue".to_owned()));
+            }
+            Provider::Intercom => {
+                h.push(("X-Hub-Signature", format!("sha1={}", hex::encode(self.mac(&[body])))));
+            }
+            Provider::Postmark => {
+                let credentials = match &self.key {
+                    SignKey::Token(credentials) => credentials.as_bytes(),
+                    _ => b"",
+                };
+                h.push(("Authorization", format!("Basic {}", b64(credentials))));
+            }
+            Provider::Calendly => {
+                let mac = hex::encode(self.mac(&[ts.as_bytes(), b".", body]));
+                h.push(("Calendly-Webhook-Signature", format!("t={t},v1={mac}")));
+            }
+            Provider::Coinbase => {
+                h.push(("X-CC-Webhook-Signature", hex::encode(self.mac(&[body]))));
+            }
+            Provider::Zoom => {
+                let mac = hex::encode(self.mac(&[b"v0:", ts.as_bytes(), b":", body]));
+                h.push(("x-zm-signature", format!("v0={mac}")));
+                h.push(("x-zm-request-timestamp", ts));
+            }
+            // The signature travels in the body (`body_at`).
+            Provider::Mailgun => {}
         }
         h
     }
@@ -316,13 +424,18 @@ mod tests {
     /// Signs with the loadgen signer (`sign_secret`) and verifies with the appliance's own
     /// config loader and verifier (`verify_secret`), then inspects the event id.
     fn check(provider: Provider, sign_secret: &str, verify_secret: &str) {
+        let extra = if provider == Provider::Hmac {
+            format!("hmac = {LOADGEN_HMAC_TABLE}\n")
+        } else {
+            String::new()
+        };
         let signer = Signer::new(provider, sign_secret).expect("valid secret");
         let t = 1_700_000_000;
-        let body = signer.body("evt_1");
+        let body = signer.body_at("evt_1", t);
         let signed = signer.sign("evt_1", t, &body);
         let text = format!(
             "[[source]]\nid = \"s\"\ntenant = \"t\"\nprovider = \"{}\"\n\
-             secrets = [{{ id = \"k\", value = {verify_secret:?} }}]\ndestination = \"d\"\n\
+             secrets = [{{ id = \"k\", value = {verify_secret:?} }}]\n{extra}destination = \"d\"\n\
              [[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
             provider.name()
         );
@@ -372,10 +485,16 @@ mod tests {
             let secret = match provider {
                 Provider::Stripe => "whsec_loadgen_test",
                 Provider::Standard | Provider::Svix => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                Provider::Postmark => "hookwall:It's a Secret to Everybody",
+                Provider::Discord => continue,
                 _ => "It's a Secret to Everybody",
             };
             check(provider, secret, secret);
         }
+        // Discord: signed with a seed, verified with its public key.
+        let seed = [9u8; 32];
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).expect("seed");
+        check(Provider::Discord, &hex::encode(seed), &hex::encode(pair.public_key().as_ref()));
         let (secret_key, public_key) = v1a_pair();
         check(Provider::Standard, &secret_key, &public_key);
         let (private, public) = sendgrid_pair();

@@ -158,6 +158,11 @@ fn wrong_key(provider: Provider) -> &'static str {
     }
 }
 
+/// The header whose absence makes a delivery unsigned (also for `providers_more`).
+pub(crate) fn providers_more_signature_header(provider: Provider) -> &'static str {
+    signature_header(provider)
+}
+
 /// The header whose absence makes a delivery unsigned.
 fn signature_header(provider: Provider) -> &'static str {
     match provider {
@@ -178,6 +183,16 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Twilio => "x-twilio-signature",
         Provider::Square => "x-square-hmacsha256-signature",
         Provider::Sendgrid => "x-twilio-email-event-webhook-signature",
+        Provider::Discord => "x-signature-ed25519",
+        Provider::GithubSha1 | Provider::Intercom => "x-hub-signature",
+        Provider::Hmac => "x-it-signature",
+        Provider::Linear => "linear-signature",
+        Provider::Postmark => "authorization",
+        Provider::Calendly => "calendly-webhook-signature",
+        Provider::Coinbase => "x-cc-webhook-signature",
+        Provider::Zoom => "x-zm-signature",
+        // Signed inside the body: `providers_more` sends the unsigned body instead.
+        Provider::Mailgun => "",
     }
 }
 

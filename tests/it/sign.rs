@@ -56,6 +56,33 @@ pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQ
 pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
+/// Seed of the Ed25519 key pair that signs Discord test deliveries (Discord's, never ours).
+pub const DISCORD_SEED: [u8; 32] = [0x33; 32];
+/// The hex public key of [`DISCORD_SEED`], as Discord's Developer Portal shows it (computed
+/// with PyNaCl: `SigningKey(bytes([0x33] * 32)).verify_key.encode().hex()`;
+/// `discord_public_key_matches_seed` checks ring agrees).
+pub const DISCORD_PUBLIC: &str = "17cb79fb2b4120f2b1ec65e4198d6e08b28e813feb01e4a400839b85e18080ce";
+/// GitHub secret of source `github-sha1` (`legacy_sha1 = true`).
+pub const GITHUB_SHA1_SECRET: &str = "hookwall-it-github-legacy-sha1";
+/// Secret of the generic `hmac` source `hmac-a`.
+pub const HMAC_SECRET: &str = "hookwall-it-generic-hmac";
+/// The `hmac` table of source `hmac-a`: `X-It-Signature: v1=<base64 HMAC-SHA512>` over
+/// `{id}.{timestamp}.{body}`.
+pub const HMAC_TABLE: &str = r#"hmac = { header = "X-It-Signature", prefix = "v1=", algorithm = "sha512", encoding = "base64", content = "{id}.{timestamp}.{body}", timestamp_header = "X-It-Timestamp", id_header = "X-It-Id", type_pointer = "/type" }"#;
+/// Linear signing secret of source `linear-a`.
+pub const LINEAR_SECRET: &str = "lin_wh_hookwall_it";
+/// Intercom client secret of source `intercom-a`.
+pub const INTERCOM_SECRET: &str = "hookwall-it-intercom-client-secret";
+/// Postmark basic-auth credentials of source `postmark-a` (`user:password`).
+pub const POSTMARK_CREDENTIALS: &str = "hookwall:it-postmark-password";
+/// Calendly signing key of source `calendly-a`.
+pub const CALENDLY_SECRET: &str = "hookwall-it-calendly-signing-key";
+/// Coinbase Commerce shared secret of source `coinbase-a`.
+pub const COINBASE_SECRET: &str = "hookwall-it-coinbase-shared-secret";
+/// Zoom secret token of source `zoom-a`.
+pub const ZOOM_SECRET: &str = "hookwall-it-zoom-secret-token";
+/// Mailgun webhook signing key of source `mailgun-a`.
+pub const MAILGUN_SECRET: &str = "key-hookwall-it-mailgun";
 
 /// A provider as the tests sign for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +127,28 @@ pub enum Provider {
     /// SendGrid Event Webhook: ECDSA P-256 over timestamp + body; a JSON array of events,
     /// each id its `sg_event_id`.
     Sendgrid,
+    /// Discord interactions (`X-Signature-Ed25519`, hex, over timestamp ‖ body; signed with
+    /// [`DISCORD_SEED`] when the secret is [`DISCORD_PUBLIC`], else another seed); id body `id`.
+    Discord,
+    /// GitHub's legacy `X-Hub-Signature: sha1=…` (source with `legacy_sha1 = true`).
+    GithubSha1,
+    /// The generic `hmac` scheme of [`HMAC_TABLE`].
+    Hmac,
+    /// `Linear-Signature` (hex over the body); `webhookTimestamp` (ms) in the body.
+    Linear,
+    /// `X-Hub-Signature: sha1=…` (hex HMAC-SHA1); id body `id`, type `topic`.
+    Intercom,
+    /// `Authorization: Basic base64(user:password)`; id the body's SHA-256.
+    Postmark,
+    /// `Calendly-Webhook-Signature: t=…,v1=…`; id the body's SHA-256.
+    Calendly,
+    /// `X-CC-Webhook-Signature` (hex over the body); id body `event.id`.
+    Coinbase,
+    /// `x-zm-signature: v0=…` over `"v0:{ts}:{body}"`; id the body's SHA-256.
+    Zoom,
+    /// The signature inside the body (`signature.timestamp`/`token`/`signature`); id
+    /// `event-data.id`. Signed by [`body_at`], not by [`headers`].
+    Mailgun,
 }
 
 impl Provider {
@@ -123,6 +172,16 @@ impl Provider {
             Provider::Twilio => "twilio",
             Provider::Square => "square",
             Provider::Sendgrid => "sendgrid",
+            Provider::Discord => "discord",
+            Provider::GithubSha1 => "github",
+            Provider::Hmac => "hmac",
+            Provider::Linear => "linear",
+            Provider::Intercom => "intercom",
+            Provider::Postmark => "postmark",
+            Provider::Calendly => "calendly",
+            Provider::Coinbase => "coinbase",
+            Provider::Zoom => "zoom",
+            Provider::Mailgun => "mailgun",
         }
     }
 }
@@ -251,8 +310,85 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             r#"{{"merchant_id":"6SSW7HV8K2ST5","type":"payment.updated","event_id":"{id}","data":{{"note":"{note}"}}}}"#
         ),
         Provider::Sendgrid => format!("[{}]", sendgrid_event(id, note)),
+        Provider::Discord => {
+            format!(r#"{{"id":"{id}","application_id":"1","type":2,"data":{{"name":"{note}"}}}}"#)
+        }
+        Provider::GithubSha1 => format!(r#"{{"zen":"{note}","hook_id":1}}"#),
+        Provider::Hmac => format!(r#"{{"type":"order.paid","note":"{note}"}}"#),
+        // Unstamped: `body_at` adds `webhookTimestamp`.
+        Provider::Linear => format!(r#"{{"action":"create","type":"Issue","note":"{note}"}}"#),
+        Provider::Intercom => format!(
+            r#"{{"type":"notification_event","id":"{id}","topic":"ping","data":{{"note":"{note}"}},"delivery_attempts":1}}"#
+        ),
+        Provider::Postmark => {
+            format!(r#"{{"RecordType":"Delivery","MessageID":"{id}","Details":"{note}"}}"#)
+        }
+        Provider::Calendly => {
+            format!(r#"{{"event":"invitee.created","payload":{{"uri":"{id}","note":"{note}"}}}}"#)
+        }
+        Provider::Coinbase => format!(
+            r#"{{"id":"d-{id}","attempt_number":1,"event":{{"id":"{id}","type":"charge:confirmed","data":{{"note":"{note}"}}}}}}"#
+        ),
+        Provider::Zoom => {
+            format!(r#"{{"event":"meeting.started","payload":{{"uuid":"{id}","note":"{note}"}}}}"#)
+        }
+        // Unsigned: `body_at` adds the `signature` object.
+        Provider::Mailgun => {
+            format!(r#"{{"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#)
+        }
     };
     text.into_bytes()
+}
+
+/// The body of the provider's retry of a delivery first made by [`body_at`] at `t_first`, sent at
+/// `t_retry`: Coinbase counts `attempt_number`, Intercom `delivery_attempts`, Mailgun signs
+/// anew (new timestamp and token); the others resend the same bytes.
+pub fn retry_body(
+    provider: Provider,
+    secret: &str,
+    id: &str,
+    (t_first, t_retry): (i64, i64),
+    note: &str,
+) -> Vec<u8> {
+    let first = body_at(provider, secret, id, t_first, note);
+    let text = String::from_utf8(first).expect("test bodies are UTF-8");
+    match provider {
+        Provider::Coinbase => text.replacen(r#""attempt_number":1"#, r#""attempt_number":2"#, 1),
+        Provider::Intercom => {
+            text.replacen(r#""delivery_attempts":1"#, r#""delivery_attempts":2"#, 1)
+        }
+        Provider::Mailgun => {
+            return body_at(provider, secret, id, t_retry, note);
+        }
+        _ => text,
+    }
+    .into_bytes()
+}
+
+/// [`body`] signed where the provider signs inside the body: Linear's `webhookTimestamp` (ms,
+/// `t` + 0.25 s) and Mailgun's `signature` object (HMAC-SHA256 of `t ‖ token` by `secret`).
+/// The same as [`body`] for every other provider.
+pub fn body_at(provider: Provider, secret: &str, id: &str, t: i64, note: &str) -> Vec<u8> {
+    match provider {
+        Provider::Linear => format!(
+            r#"{{"action":"create","type":"Issue","webhookTimestamp":{t}250,"note":"{note}"}}"#
+        )
+        .into_bytes(),
+        Provider::Mailgun => {
+            let nonce = format!("{id}/{t}");
+            let digest = ring::digest::digest(&ring::digest::SHA256, nonce.as_bytes());
+            let token = &hex::encode(digest)[..50];
+            let sig = hex::encode(hmac_sha256(
+                secret.as_bytes(),
+                &[t.to_string().as_bytes(), token.as_bytes()],
+            ));
+            format!(
+                r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{sig}"}},"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#
+            )
+            .into_bytes()
+        }
+        _ => body(provider, id, note),
+    }
 }
 
 /// The headers of a delivery of `body` as event `id`, signed by `secret` at `t` (Unix s).
@@ -371,6 +507,65 @@ pub fn headers(
         Provider::Twilio | Provider::Square => {
             panic!("{provider:?} signs a URL: sign with url_headers")
         }
+        Provider::Discord => {
+            let seed = if secret == DISCORD_PUBLIC { DISCORD_SEED } else { [0x44; 32] };
+            let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).expect("seed");
+            let ts = t.to_string();
+            let sig = hex::encode(pair.sign(&[ts.as_bytes(), body].concat()).as_ref());
+            h.push(("X-Signature-Ed25519".to_owned(), sig));
+            h.push(("X-Signature-Timestamp".to_owned(), ts));
+        }
+        Provider::GithubSha1 => {
+            let key =
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+            let mac = hex::encode(ring::hmac::sign(&key, body));
+            h.push(("X-GitHub-Delivery".to_owned(), id.to_owned()));
+            h.push(("X-GitHub-Event".to_owned(), "ping".to_owned()));
+            h.push(("X-Hub-Signature".to_owned(), format!("sha1={mac}")));
+        }
+        Provider::Hmac => {
+            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA512, secret.as_bytes());
+            let ts = t.to_string();
+            let content = [id.as_bytes(), b".", ts.as_bytes(), b".", body].concat();
+            let tag =
+                base64::engine::general_purpose::STANDARD.encode(ring::hmac::sign(&key, &content));
+            h.push(("X-It-Signature".to_owned(), format!("v1={tag}")));
+            h.push(("X-It-Timestamp".to_owned(), ts));
+            h.push(("X-It-Id".to_owned(), id.to_owned()));
+        }
+        Provider::Linear => {
+            let mac = hex::encode(hmac_sha256(secret.as_bytes(), &[body]));
+            h.push(("Linear-Signature".to_owned(), mac));
+            h.push(("Linear-Delivery".to_owned(), id.to_owned()));
+            h.push(("Linear-Event".to_owned(), "Issue".to_owned()));
+        }
+        Provider::Intercom => {
+            let key =
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
+            let mac = hex::encode(ring::hmac::sign(&key, body));
+            h.push(("X-Hub-Signature".to_owned(), format!("sha1={mac}")));
+        }
+        Provider::Postmark => {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(secret);
+            h.push(("Authorization".to_owned(), format!("Basic {b64}")));
+        }
+        Provider::Calendly => {
+            let mac = hmac_sha256(secret.as_bytes(), &[t.to_string().as_bytes(), b".", body]);
+            let value = format!("t={t},v1={}", hex::encode(mac));
+            h.push(("Calendly-Webhook-Signature".to_owned(), value));
+        }
+        Provider::Coinbase => {
+            let mac = hex::encode(hmac_sha256(secret.as_bytes(), &[body]));
+            h.push(("X-CC-Webhook-Signature".to_owned(), mac));
+        }
+        Provider::Zoom => {
+            let ts = t.to_string();
+            let mac = hmac_sha256(secret.as_bytes(), &[b"v0:", ts.as_bytes(), b":", body]);
+            h.push(("x-zm-signature".to_owned(), format!("v0={}", hex::encode(mac))));
+            h.push(("x-zm-request-timestamp".to_owned(), ts));
+        }
+        // Signed inside the body (`body_at`).
+        Provider::Mailgun => {}
     }
     h
 }
@@ -467,4 +662,13 @@ fn v1a_public_key_matches_seed() {
         .expect("a valid seed");
     let public = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
     assert_eq!(format!("whpk_{public}"), STANDARD_V1A_PUBLIC);
+}
+
+/// The hard-coded Discord public key is the one of the seed (ring agrees with PyNaCl).
+#[test]
+fn discord_public_key_matches_seed() {
+    use ring::signature::KeyPair as _;
+    let pair =
+        ring::signature::Ed25519KeyPair::from_seed_unchecked(&DISCORD_SEED).expect("a valid seed");
+    assert_eq!(hex::encode(pair.public_key().as_ref()), DISCORD_PUBLIC);
 }

@@ -172,8 +172,7 @@ fn closed_stdout_ends_quietly_not_with_a_panic() {
 /// one), and refused with another secret.
 #[test]
 fn official_vectors_verify_through_the_cli() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/official_vectors.json");
+    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
     let text = std::fs::read_to_string(&path).expect("the vectors file");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
     let mut url_cases = 0;
@@ -189,6 +188,10 @@ fn official_vectors_verify_through_the_cli() {
         if let Some(url) = case["url"].as_str() {
             args.extend(["--url".to_owned(), url.to_owned()]);
             url_cases += 1;
+        }
+        // Per-source scheme options (`legacy_sha1`, the `hmac` table) travel as `--scheme`.
+        if let Some(toml) = case["source_toml"].as_str() {
+            args.extend(["--scheme".to_owned(), toml.to_owned()]);
         }
         let run = |secret: &str| {
             let mut all = args.clone();
@@ -206,6 +209,8 @@ fn official_vectors_verify_through_the_cli() {
             }
             "standard" | "svix" => "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned(),
             "sendgrid" => crate::vectors::SENDGRID_OTHER_PUBLIC.to_owned(),
+            // Another well-formed Ed25519 public key (hex).
+            "discord" => "11".repeat(32),
             _ => format!("{secret}x"),
         };
         let out = run(&wrong);
@@ -218,5 +223,129 @@ fn official_vectors_verify_through_the_cli() {
         b"",
         2,
         "--url",
+    );
+}
+
+/// `hookwall verify` for discord, linear, intercom, postmark, calendly, coinbase, zoom and
+/// mailgun: authentic (exit 0, the event id printed), wrong key and changed body (exit 1),
+/// stale and future where the scheme signs a time. (`hmac` and GitHub's `legacy_sha1` take
+/// per-source options the command line does not carry.)
+#[test]
+fn verify_cli_more_providers() {
+    use crate::sign::{self, Provider};
+    let cases = [
+        (Provider::Discord, sign::DISCORD_PUBLIC, &"00".repeat(32) as &str),
+        (Provider::Linear, sign::LINEAR_SECRET, sign::WRONG_SECRET),
+        (Provider::Intercom, sign::INTERCOM_SECRET, sign::WRONG_SECRET),
+        (Provider::Postmark, sign::POSTMARK_CREDENTIALS, "hookwall:wrong"),
+        (Provider::Calendly, sign::CALENDLY_SECRET, sign::WRONG_SECRET),
+        (Provider::Coinbase, sign::COINBASE_SECRET, sign::WRONG_SECRET),
+        (Provider::Zoom, sign::ZOOM_SECRET, sign::WRONG_SECRET),
+        (Provider::Mailgun, sign::MAILGUN_SECRET, sign::WRONG_SECRET),
+    ];
+    for (provider, secret, wrong) in cases {
+        let body =
+            |signer: &str, note: &str| sign::body_at(provider, signer, "evt_cli_1", T_CLI, note);
+        let good = body(secret, "cli");
+        let content_id =
+            matches!(provider, Provider::Postmark | Provider::Calendly | Provider::Zoom);
+        let ok = if content_id {
+            let digest = ring::digest::digest(&ring::digest::SHA256, &good);
+            format!("event id \"sha256:{}\"", hex::encode(digest.as_ref()))
+        } else {
+            "event id \"evt_cli_1\"".to_owned()
+        };
+        let invalid = (1, "signature_invalid");
+        check_signed(provider, (secret, secret), (&good, &good), T_CLI, (0, &ok));
+        let forged = body(wrong, "cli");
+        check_signed(provider, (secret, wrong), (&forged, &forged), T_CLI, invalid);
+        let changed = body(secret, "changed");
+        let changed_expect = match provider {
+            // Credentials and Mailgun's in-body signature bind no body (docs/providers.md).
+            Provider::Postmark | Provider::Mailgun => (0, "authentic"),
+            _ => invalid,
+        };
+        check_signed(provider, (secret, secret), (&good, &changed), T_CLI, changed_expect);
+        let tolerance_s = match provider {
+            Provider::Linear => 60,
+            Provider::Calendly => 180,
+            Provider::Intercom | Provider::Postmark | Provider::Coinbase => continue,
+            _ => 300,
+        };
+        let late = T_CLI + tolerance_s;
+        check_signed(provider, (secret, secret), (&good, &good), late, (0, "authentic"));
+        check_signed(provider, (secret, secret), (&good, &good), late + 1, (1, "stale"));
+        check_signed(provider, (secret, secret), (&good, &good), T_CLI - 61, (1, "stale"));
+    }
+    check(&["--provider", "discord", "--secret", "abcd"], b"{}", 2, "64 hex characters");
+    check(&["--provider", "postmark", "--secret", "nocolon"], b"{}", 2, "user:password");
+    check(&["--provider", "hmac", "--secret", "s"], b"{}", 2, "needs --scheme");
+}
+
+/// `hookwall verify --scheme …` for the per-source schemes: GitHub's `legacy_sha1` and the
+/// generic `hmac` table (authentic, wrong key, changed body, stale), and the loader's precise
+/// error for a malformed option.
+#[test]
+fn verify_cli_scheme_options() {
+    use crate::sign::{self, Provider};
+    let run = |provider: Provider,
+               scheme: &str,
+               (secret, signer): (&str, &str),
+               body: &[u8],
+               changed: &[u8],
+               at: i64,
+               expect: (i32, &str)| {
+        let headers = sign::headers(provider, signer, "evt_cli_1", T_CLI, body);
+        let lines: Vec<String> = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+        let at = at.to_string();
+        let mut args = vec![
+            "--provider",
+            provider.name(),
+            "--secret",
+            secret,
+            "--at",
+            &at,
+            "--scheme",
+            scheme,
+        ];
+        for line in &lines {
+            args.extend(["--header", line.as_str()]);
+        }
+        check(&args, changed, expect.0, expect.1);
+    };
+    for (provider, scheme, secret) in [
+        (Provider::GithubSha1, "legacy_sha1 = true", sign::GITHUB_SHA1_SECRET),
+        (Provider::Hmac, sign::HMAC_TABLE, sign::HMAC_SECRET),
+    ] {
+        let body = sign::body(provider, "evt_cli_1", "cli");
+        let changed = sign::body(provider, "evt_cli_1", "changed");
+        let ok = (0, "event id \"evt_cli_1\"");
+        run(provider, scheme, (secret, secret), &body, &body, T_CLI, ok);
+        run(
+            provider,
+            scheme,
+            (secret, sign::WRONG_SECRET),
+            &body,
+            &body,
+            T_CLI,
+            (1, "signature_invalid"),
+        );
+        run(provider, scheme, (secret, secret), &body, &changed, T_CLI, (1, "signature_invalid"));
+        if provider == Provider::Hmac {
+            run(provider, scheme, (secret, secret), &body, &body, T_CLI + 301, (1, "stale"));
+        }
+    }
+    let bad = r#"hmac = { header = "X-Sig", id_header = "X-Id", algorithm = "md5" }"#;
+    check(
+        &["--provider", "hmac", "--secret", "s", "--scheme", bad],
+        b"{}",
+        2,
+        "hmac.algorithm: \"md5\" is not sha1, sha256 or sha512",
+    );
+    check(
+        &["--provider", "stripe", "--secret", "whsec_x", "--scheme", "legacy_sha1 = true"],
+        b"{}",
+        2,
+        "legacy_sha1: is only for provider \"github\"",
     );
 }

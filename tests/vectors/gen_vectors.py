@@ -80,6 +80,34 @@ Signing code used (read in the installed package sources):
 * gitlab: GitLab does not sign; a case is the token as configured and the headers GitLab sends
   (``X-Gitlab-Token``, ``Idempotency-Key``, ``X-Gitlab-Event``), as in GitLab's "Webhooks"
   docs. Nothing is computed.
+* discord: discord-interactions (0.4.0, discord_interactions/__init__.py) ships only the
+  verifier, ``verify_key(raw_body, signature, timestamp, client_public_key)`` (hex Ed25519 over
+  ``timestamp + body``); the signatures are made with PyNaCl ``SigningKey(seed).sign(ts +
+  body)`` and each is checked with ``verify_key``. The key given to hookwall is the hex public
+  key, as Discord's Developer Portal shows it.
+* github legacy sha1 (sources with ``legacy_sha1 = true``): computed with Python's ``hmac``
+  per GitHub's "Validating webhook deliveries" (``X-Hub-Signature: sha1=<hex HMAC-SHA1>``).
+* hmac (the generic scheme): hookwall's own configurable scheme; each case carries its source
+  table and is computed with Python's ``hmac``/``hashlib`` from that table's template.
+* linear: Linear ships no Python verifier; the cases follow its "Webhooks" docs
+  (``Linear-Signature`` = hex HMAC-SHA256 of the body, ``webhookTimestamp`` in ms in the body,
+  ``Linear-Delivery`` the delivery id), computed with Python's ``hmac``.
+* intercom: the cases follow Intercom's "Webhooks" docs (``X-Hub-Signature: sha1=<hex
+  HMAC-SHA1 of the body>`` keyed by the client secret), computed with Python's ``hmac``.
+* postmark: Postmark does not sign; a case is the basic-auth header Postmark sends for a
+  webhook URL with ``user:password@`` (RFC 7617). Nothing is computed.
+* calendly: Calendly ships no Python verifier; the cases follow "Webhook signatures"
+  (``Calendly-Webhook-Signature: t=<ts>,v1=<hex HMAC-SHA256 of "t.body">``), computed with
+  Python's ``hmac``.
+* coinbase-commerce (1.0.1, coinbase_commerce/webhook.py): the signature is
+  ``WebhookSignature._compute_signature(payload, secret)`` and each is checked with
+  ``WebhookSignature.verify_sig_header(payload, header, secret)``.
+* zoom: Zoom ships no Python verifier; the cases follow "Using webhooks" (``x-zm-signature:
+  v0=<hex HMAC-SHA256 of "v0:{ts}:{body}">``), computed with Python's ``hmac``.
+* mailgun (1.10.0, mailgun/security.py): the SDK ships only the verifier,
+  ``SecurityGuard.verify_webhook(signing_key, token, timestamp, signature, max_age_seconds=0)``
+  (hex HMAC-SHA256 of ``timestamp + token``); signatures are made with Python's ``hmac`` and
+  each is checked with it. The signature travels inside the JSON body.
 
 Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
 ``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
@@ -100,7 +128,10 @@ from pathlib import Path
 import hashlib
 import hmac
 
+import coinbase_commerce.webhook
+import discord_interactions
 import nacl.signing
+from mailgun.security import SecurityGuard
 import standardwebhooks
 import stripe
 import svix.webhooks
@@ -654,13 +685,225 @@ def sendgrid_cases():
     return cases
 
 
+def discord_cases():
+    """Discord interactions: PyNaCl signs, discord-interactions' verify_key checks."""
+    inputs = [
+        ("application command", bytes(range(32)), 1700000000,
+         '{"id":"1172346712233664512","application_id":"1172346712233664000","type":2,'
+         '"token":"aW50ZXJhY3Rpb24","version":1,"data":{"name":"hello","type":1}}'),
+        ("escaped JSON as sent", bytes([21] * 32), 1700000321,
+         '{"id":"1172346712233664513","type":3,"data":{"custom_id":"a\\/b \\u0026 c"}}'),
+        ("trailing CRLF", bytes([42] * 32), 1735689600,
+         '{"id":"1172346712233664514","type":2}\r\n'),
+    ]
+    cases = []
+    for name, seed, t, body in inputs:
+        signing = nacl.signing.SigningKey(seed)
+        public = bytes(signing.verify_key).hex()
+        signature = signing.sign(str(t).encode() + body.encode()).signature.hex()
+        assert discord_interactions.verify_key(body.encode(), signature, str(t), public)
+        cases.append(case("discord", name, public, t, body, {
+            "X-Signature-Ed25519": signature,
+            "X-Signature-Timestamp": str(t),
+        }))
+    return cases
+
+
+def github_legacy_cases():
+    """GitHub's legacy X-Hub-Signature (HMAC-SHA1), for sources with legacy_sha1 = true."""
+    inputs = [
+        ("sha1, docs secret", "It's a Secret to Everybody", '{"zen":"Keep it logically awesome."}'),
+        ("sha1, escaped JSON as sent", "github legacy 2", ESCAPED_BODY),
+        ("sha1, trailing CRLF", "github legacy 3", CRLF_BODY),
+    ]
+    cases = []
+    for n, (name, secret, body) in enumerate(inputs):
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha1).hexdigest()
+        cases.append(case("github", name, secret, 1700000000, body, {
+            "X-Hub-Signature": "sha1=" + mac,
+            "X-GitHub-Delivery": f"72d3162e-cc78-11e3-81ab-4c9367dc095{n}",
+            "X-GitHub-Event": "ping",
+        }, source_toml="legacy_sha1 = true"))
+    return cases
+
+
+def hmac_generic_cases():
+    """The generic hmac scheme, computed from each case's own source table."""
+    cases = []
+    # Defaults: sha256, hex, "{body}", id from a header, no timestamp.
+    table = 'hmac = { header = "X-Signature", id_header = "X-Event-Id" }'
+    body = '{"type":"order.paid","n":1}'
+    mac = hmac.new(b"generic-secret-1", body.encode(), hashlib.sha256).hexdigest()
+    cases.append(case("hmac", "defaults: sha256 hex over the body", "generic-secret-1", 1700000000,
+                      body, {"X-Signature": mac, "X-Event-Id": "ev-1"}, source_toml=table))
+    # sha512, base64, prefix, template with id, timestamp and url.
+    table = ('hmac = { header = "X-Sig", prefix = "v1=", algorithm = "sha512", encoding = "base64", '
+             'content = "{id}:{timestamp}:{url}:{body}", timestamp_header = "X-Ts", '
+             'id_header = "X-Id", url = "https://hooks.example.com/in" }')
+    t, body = 1700000123, ESCAPED_BODY
+    content = f"ev-2:{t}:https://hooks.example.com/in:{body}".encode()
+    tag = base64.b64encode(hmac.new(b"generic-secret-2", content, hashlib.sha512).digest()).decode()
+    cases.append(case("hmac", "sha512 base64, id+timestamp+url template", "generic-secret-2", t, body,
+                      {"X-Sig": "v1=" + tag, "X-Ts": str(t), "X-Id": "ev-2"},
+                      source_toml=table, timestamped=True))
+    # sha1 with a prefix, body timestamp in ms and body id.
+    table = ('hmac = { header = "X-Hook-Signature", prefix = "sha1=", algorithm = "sha1", '
+             'id_pointer = "/meta/id", timestamp_pointer = "/meta/sent_at", timestamp_unit = "ms" }')
+    t = 1735689600
+    body = f'{{"meta":{{"id":"m-3","sent_at":{t}250}},"data":{{}}}}\r\n'
+    mac = hmac.new(b"generic-secret-3", body.encode(), hashlib.sha1).hexdigest()
+    cases.append(case("hmac", "sha1, body timestamp (ms) and id, trailing CRLF", "generic-secret-3",
+                      t, body, {"X-Hook-Signature": "sha1=" + mac}, source_toml=table,
+                      timestamped=True))
+    return cases
+
+
+def linear_cases():
+    """Linear cases per Linear's documented computation."""
+    inputs = [
+        ("Issue create", "lin_wh_hookwall_1", "234d1a4e-b617-4388-90fe-adc3633d6b72", 1700000000,
+         '{{"action":"create","type":"Issue","data":{{"id":"i-1","title":"Zo\u00eb"}},'
+         '"webhookTimestamp":{ms},"webhookId":"w-1"}}'),
+        ("escaped JSON as sent", "lin_wh_hookwall_2", "d-2", 1700000321,
+         '{{"action":"update","type":"Comment","data":{{"body":"a\\/b \\u0026 c"}},'
+         '"webhookTimestamp":{ms}}}'),
+        ("trailing CRLF", "lin_wh_hookwall_3", "d-3", 1735689600,
+         '{{"action":"remove","type":"Issue","webhookTimestamp":{ms}}}\r\n'),
+    ]
+    cases = []
+    for name, secret, delivery, t, template in inputs:
+        body = template.format(ms=t * 1000 + 417)
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+        cases.append(case("linear", name, secret, t, body, {
+            "Linear-Signature": mac,
+            "Linear-Delivery": delivery,
+            "Linear-Event": json.loads(body)["type"],
+        }))
+    return cases
+
+
+def intercom_cases():
+    """Intercom cases per Intercom's documented computation."""
+    inputs = [
+        ("conversation.user.created", "intercom-client-secret-1",
+         '{"type":"notification_event","id":"notif_ccd8a4d2","topic":"conversation.user.created",'
+         '"data":{"item":{"type":"conversation","id":"147"}}}'),
+        ("escaped JSON as sent", "intercom-client-secret-2",
+         '{"type":"notification_event","id":"notif_esc","topic":"ping","data":{"item":'
+         '{"message":"a\\/b \\u0026 c"}}}'),
+        ("trailing CRLF", "intercom-client-secret-3",
+         '{"type":"notification_event","id":"notif_crlf","topic":"ping"}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        mac = hmac.new(secret.encode(), body.encode(), hashlib.sha1).hexdigest()
+        cases.append(case("intercom", name, secret, 1700000000, body,
+                          {"X-Hub-Signature": "sha1=" + mac}))
+    return cases
+
+
+def postmark_cases():
+    """Postmark: the basic-auth header of a user:password webhook URL; nothing is signed."""
+    secret = "hookwall:postmark-pass"
+    return [case("postmark", "delivery with basic auth", secret, 1700000000,
+                 '{"RecordType":"Delivery","ServerID":23,"MessageID":"00000000-0000-0000-0000-000000000000",'
+                 '"Recipient":"john@example.com","DeliveredAt":"2019-11-05T16:33:54.9070259Z"}',
+                 {"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()})]
+
+
+def calendly_cases():
+    """Calendly cases per Calendly's documented computation."""
+    inputs = [
+        ("invitee.created", "calendly-signing-key-1", 1700000000,
+         '{"created_at":"2023-11-14T22:13:20.000000Z","created_by":"https://api.calendly.com/users/AAA",'
+         '"event":"invitee.created","payload":{"email":"zo\u00eb@example.com","name":"Zo\u00eb"}}'),
+        ("escaped JSON as sent", "calendly-signing-key-2", 1700000321,
+         '{"event":"invitee.canceled","payload":{"uri":"https:\\/\\/api.calendly.com\\/x?a=1\\u0026b=2"}}'),
+        ("trailing CRLF", "calendly-signing-key-3", 1735689600,
+         '{"event":"routing_form_submission.created","payload":{}}\r\n'),
+    ]
+    cases = []
+    for name, secret, t, body in inputs:
+        mac = hmac.new(secret.encode(), f"{t}.{body}".encode(), hashlib.sha256).hexdigest()
+        cases.append(case("calendly", name, secret, t, body,
+                          {"Calendly-Webhook-Signature": f"t={t},v1={mac}"}))
+    return cases
+
+
+def coinbase_cases():
+    """Coinbase Commerce cases signed and checked with coinbase-commerce's WebhookSignature."""
+    signature = coinbase_commerce.webhook.WebhookSignature
+    inputs = [
+        ("charge:created", "coinbase-shared-secret-1",
+         '{"id":1,"scheduled_for":"2017-01-31T20:50:02Z","event":{"id":"24934862-d980-46cb-9402-43c81b0cdba6",'
+         '"resource":"event","type":"charge:created","api_version":"2018-03-22",'
+         '"created_at":"2017-01-31T20:49:02Z","data":{"code":"66BEOV2A","name":"The Sovereign Individual"}}}'),
+        ("escaped JSON as sent", "coinbase-shared-secret-2",
+         '{"id":2,"event":{"id":"e-esc","type":"charge:confirmed","data":{"hosted_url":"https:\\/\\/commerce.coinbase.com\\/charges\\/X?a=1\\u0026b=2"}}}'),
+        ("trailing CRLF", "coinbase-shared-secret-3",
+         '{"id":3,"event":{"id":"e-crlf","type":"charge:failed"}}\r\n'),
+    ]
+    cases = []
+    for name, secret, body in inputs:
+        header = signature._compute_signature(body, secret)
+        assert signature.verify_sig_header(body, header, secret)
+        cases.append(case("coinbase", name, secret, 1700000000, body,
+                          {"X-CC-Webhook-Signature": header}))
+    return cases
+
+
+def zoom_cases():
+    """Zoom cases per Zoom's documented computation."""
+    inputs = [
+        ("meeting.started", "zoom-secret-token-1", 1700000000,
+         '{"event":"meeting.started","event_ts":1700000000123,"payload":{"account_id":"AAA",'
+         '"object":{"id":"1234567890","topic":"Zo\u00eb meeting"}}}'),
+        ("escaped JSON as sent", "zoom-secret-token-2", 1700000321,
+         '{"event":"recording.completed","payload":{"object":{"share_url":"https:\\/\\/zoom.us\\/rec?a=1\\u0026b=2"}}}'),
+        ("trailing CRLF", "zoom-secret-token-3", 1735689600,
+         '{"event":"meeting.ended","payload":{}}\r\n'),
+    ]
+    cases = []
+    for name, secret, t, body in inputs:
+        mac = hmac.new(secret.encode(), f"v0:{t}:{body}".encode(), hashlib.sha256).hexdigest()
+        cases.append(case("zoom", name, secret, t, body, {
+            "x-zm-signature": "v0=" + mac,
+            "x-zm-request-timestamp": str(t),
+        }))
+    return cases
+
+
+def mailgun_cases():
+    """Mailgun cases: signed with Python's hmac, checked with the SDK's verify_webhook."""
+    inputs = [
+        ("delivered", "key-hookwall-mailgun-1", 1700000000,
+         "e0b5477167110d68991efc6b9f89f0a11066af27834600e123", "CPgfbmQMTCKtHW6uIWtuVe"),
+        ("failed, escaped JSON as sent", "key-hookwall-mailgun-2", 1700000321,
+         "c0b5477167110d68991efc6b9f89f0a11066af27834600e456", "Ase8d8cBA2Gg0YEJkkdtHA"),
+        ("opened, trailing CRLF", "key-hookwall-mailgun-3", 1735689600,
+         "a0b5477167110d68991efc6b9f89f0a11066af27834600e789", "EaeLkIrDFdyHhZi4h3SFhg"),
+    ]
+    cases = []
+    for n, (name, secret, t, token, event_id) in enumerate(inputs):
+        sig = hmac.new(secret.encode(), f"{t}{token}".encode(), hashlib.sha256).hexdigest()
+        assert SecurityGuard.verify_webhook(secret, token, str(t), sig, max_age_seconds=0)
+        event = name.split(",")[0]
+        extra = ',"url":"https:\\/\\/x.test\\/?a=1\\u0026b=2"' if n == 1 else ""
+        body = (f'{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{sig}"}},'
+                f'"event-data":{{"id":"{event_id}","event":"{event}","timestamp":{t}.529{extra}}}}}')
+        if n == 2:
+            body += "\r\n"
+        cases.append(case("mailgun", name, secret, t, body, {}))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
 
 
-def case(provider, name, secret, timestamp, body, headers):
-    return {
+def case(provider, name, secret, timestamp, body, headers, source_toml=None, timestamped=None):
+    out = {
         "provider": provider,
         "name": name,
         "secret": secret,
@@ -668,13 +911,21 @@ def case(provider, name, secret, timestamp, body, headers):
         "body": body,
         "headers": headers,
     }
+    # Per-source scheme options (TOML lines of the [[source]]), and whether such a source
+    # signs a timestamp (the generic hmac scheme decides per source).
+    if source_toml is not None:
+        out["source_toml"] = source_toml
+    if timestamped is not None:
+        out["timestamped"] = timestamped
+    return out
 
 
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
-                    "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography"):
+                    "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography",
+                    "discord-interactions", "coinbase-commerce", "mailgun"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -682,7 +933,10 @@ def main():
         "cases": stripe_cases() + standard_cases() + standard_v1a_cases() + svix_cases()
         + slack_cases() + shopify_cases() + paddle_cases() + twitch_cases() + typeform_cases()
         + gitlab_cases() + segment_cases() + pagerduty_cases() + woocommerce_cases()
-        + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases(),
+        + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases()
+        + discord_cases() + github_legacy_cases() + hmac_generic_cases()
+        + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
+        + coinbase_cases() + zoom_cases() + mailgun_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
