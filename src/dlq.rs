@@ -206,8 +206,16 @@ fn config_defaults(path: &std::path::Path) -> Result<(Option<String>, Option<Str
                 path.display()
             ))
         })?;
-    let value: toml::Value = toml::from_str(&text)
-        .map_err(|e| Failure::Usage(format!("{}: not valid TOML: {e}", path.display())))?;
+    // The position and the parser's message only: its full display quotes the offending line,
+    // which may hold an inline secret (R28).
+    let value: toml::Value = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(0, |s| text[..s.start.min(text.len())].lines().count().max(1));
+        Failure::Usage(format!(
+            "{}: not valid TOML at line {line}: {}",
+            path.display(),
+            e.message().trim_end()
+        ))
+    })?;
     let get = |table: &str, key: &str| -> Result<Option<String>, Failure> {
         match value.get(table).and_then(|t| t.get(key)) {
             None => Ok(None),
@@ -287,6 +295,14 @@ impl Api {
             ))
         })?;
         let status = response.status().as_u16();
+        if !response.headers().contains_key(crate::admin::api::ADMIN_API_HEADER) {
+            return Err(Failure::Runtime(format!(
+                "{} is not hookwall's admin API (HTTP {status} without a {} header): check \
+                 --admin or server.admin_listen",
+                self.base,
+                crate::admin::api::ADMIN_API_HEADER
+            )));
+        }
         let bytes = response.bytes().await.map_err(|e| {
             Failure::Runtime(format!(
                 "reading the admin API's answer from {}: {}",

@@ -47,6 +47,10 @@ const LIST_STATES: &str = "received, failed, delivered, dead, dropped, quarantin
 
 type Reply = Response<Full<Bytes>>;
 
+/// Header set on every `/admin/*` answer (value `1`): how `hookwall dlq` knows it reached
+/// hookwall's admin API and not another server at a wrong `--admin` address.
+pub const ADMIN_API_HEADER: &str = "hookwall-admin-api";
+
 /// Answers one `/admin/*` request.
 pub(super) async fn handle(
     state: std::sync::Arc<AdminState>,

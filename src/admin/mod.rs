@@ -132,7 +132,13 @@ async fn serve_connection(
         async move {
             let path = request.uri().path();
             if path.starts_with("/admin/") || path == "/admin" {
-                return Ok::<_, Infallible>(api::handle(state, request).await);
+                let mut response = api::handle(state, request).await;
+                // Lets a client tell hookwall's admin API from anything else answering at the
+                // address (`hookwall dlq` refuses answers without it).
+                response
+                    .headers_mut()
+                    .insert(api::ADMIN_API_HEADER, hyper::header::HeaderValue::from_static("1"));
+                return Ok::<_, Infallible>(response);
             }
             Ok(route(&state, request.method(), path))
         }

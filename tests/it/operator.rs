@@ -704,3 +704,53 @@ fn retention_removes_payload_then_identity_never_early() {
     assert_eq!(again.code(), "accepted", "after dedupe_retention a copy is new: {again}");
     f.sink.wait_for_key(&key, 2, FORWARD_TIMEOUT);
 }
+
+/// Review finding (issue 4): `hookwall dlq` pointed at something that is not hookwall's admin
+/// API — here the webhook port, which answers JSON of its own — exits 1 and says so, instead
+/// of printing an empty table and exiting 0; a config with a TOML error is reported by
+/// position without quoting the line (it may hold an inline secret).
+#[test]
+fn dlq_refuses_a_server_that_is_not_the_admin_api_and_quotes_no_config_line() {
+    let f = fixture(Script::always(200), |_| {});
+    let token_file = f.dir.path().join("admin-token").display().to_string();
+    let wrong = format!("http://{}", f.hw.ingress);
+    for args in [
+        vec!["dlq", "list", "--admin", &wrong, "--token-file", &token_file],
+        vec![
+            "dlq",
+            "replay",
+            "--all",
+            "--reason",
+            "r",
+            "--admin",
+            &wrong,
+            "--token-file",
+            &token_file,
+        ],
+        vec![
+            "dlq",
+            "drop",
+            "a/b/c",
+            "--reason",
+            "r",
+            "--admin",
+            &wrong,
+            "--token-file",
+            &token_file,
+        ],
+    ] {
+        let out = dlq_raw(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is not hookwall's admin API"), "{args:?}: {}", show(&out));
+    }
+    let secret = "whsec_c2VjcmV0LXRoYXQtbXVzdC1ub3QtbGVhaw==";
+    let config = f.dir.path().join("broken.toml");
+    let text = format!("[[source]]\nsecrets = [{{ id = \"k\", value = \"{secret}\" x }}]\n");
+    std::fs::write(&config, text).expect("writing the broken config");
+    let out = dlq_raw(&["dlq", "-c", &config.display().to_string(), "list"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not valid TOML at line 2"), "{}", show(&out));
+    assert!(!stderr.contains(secret) && !stderr.contains("whsec_"), "no secret: {}", show(&out));
+}
