@@ -20,8 +20,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::types::{
-    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
-    SigningKey, SourceConfig, TlsConfig,
+    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerBackend, LedgerConfig,
+    PostgresConfig, Secret, ServerConfig, SigningKey, SourceConfig, TlsConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -154,6 +154,10 @@ struct RawLedger {
     shards: Option<i64>,
     dedupe_retention: Option<String>,
     payload_retention: Option<String>,
+    backend: Option<String>,
+    url: Option<String>,
+    pool_size: Option<i64>,
+    lease: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -712,7 +716,52 @@ impl Check<'_> {
             Ok(n) => n,
         };
         let path = PathBuf::from(path);
-        LedgerConfig { path, sync, shards, dedupe_retention, payload_retention }
+        let backend = self.ledger_backend(raw);
+        LedgerConfig { path, sync, shards, dedupe_retention, payload_retention, backend }
+    }
+
+    /// `ledger.backend` and the fields only the PostgreSQL backend reads (set with the
+    /// RocksDB backend, they are errors: a forgotten `backend` line must not silently give a
+    /// single-node ledger to a cluster).
+    fn ledger_backend(&mut self, raw: &RawLedger) -> LedgerBackend {
+        let postgres = match raw.backend.as_deref().unwrap_or("rocksdb") {
+            "rocksdb" => false,
+            "postgres" => true,
+            other => {
+                self.error("ledger.backend", format!("{other:?} is not one of rocksdb, postgres"));
+                false
+            }
+        };
+        if !postgres {
+            for (field, set) in [
+                ("ledger.url", raw.url.is_some()),
+                ("ledger.pool_size", raw.pool_size.is_some()),
+                ("ledger.lease", raw.lease.is_some()),
+            ] {
+                if set {
+                    self.error(field, "is only read with ledger.backend = \"postgres\"");
+                }
+            }
+            return LedgerBackend::RocksDb;
+        }
+        let url = match raw.url.as_deref() {
+            None | Some("") => {
+                self.error("ledger.url", "is required with ledger.backend = \"postgres\"");
+                String::new()
+            }
+            Some(url) => {
+                if let Err(e) = url.parse::<postgres::Config>() {
+                    // The parser's message names the bad part, never the password.
+                    self.error("ledger.url", format!("is not a PostgreSQL connection string: {e}"));
+                }
+                url.to_owned()
+            }
+        };
+        let max = i64::try_from(limits::POSTGRES_POOL_MAX).unwrap_or(i64::MAX);
+        let pool_size = self.int("ledger.pool_size", raw.pool_size, 4, 2..=max);
+        let pool_size = usize::try_from(pool_size).unwrap_or(4);
+        let lease = self.duration_positive("ledger.lease", raw.lease.as_deref(), secs(60));
+        LedgerBackend::Postgres(PostgresConfig { url, pool_size, lease })
     }
 
     fn admin(&mut self, raw: &RawAdmin) -> AdminConfig {
@@ -1183,6 +1232,57 @@ mod tests {
         let source = MINIMAL
             .replace("destination = \"d\"\n", &format!("destination = \"d\"\n{source_extra}\n"));
         format!("{top}\n{source}")
+    }
+
+    /// `ledger.backend`: rocksdb by default; postgres needs a parseable `url` and takes
+    /// `pool_size` (2..=POSTGRES_POOL_MAX, default 4) and `lease` (default 60s); the
+    /// postgres-only keys are errors with rocksdb (a forgotten `backend` line is not silently
+    /// a single-node ledger).
+    #[test]
+    fn ledger_backend() {
+        let config = check(&minimal_with("", ""), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.ledger.backend, LedgerBackend::RocksDb);
+        let pg = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://hw@db.internal/hookwall\"";
+        let config = check(&minimal_with(pg, ""), Expect::Ok(&[])).unwrap();
+        let LedgerBackend::Postgres(p) = config.ledger.backend else { panic!("not postgres") };
+        assert_eq!(
+            (p.url.as_str(), p.pool_size, p.lease),
+            ("postgres://hw@db.internal/hookwall", 4, secs(60))
+        );
+        let tuned = format!("{pg}\npool_size = 8\nlease = \"5s\"");
+        let config = check(&minimal_with(&tuned, ""), Expect::Ok(&[])).unwrap();
+        let LedgerBackend::Postgres(p) = config.ledger.backend else { panic!("not postgres") };
+        assert_eq!((p.pool_size, p.lease), (8, secs(5)));
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "[ledger]\nbackend = \"mysql\"",
+                &["ledger.backend: \"mysql\" is not one of rocksdb, postgres"],
+            ),
+            ("[ledger]\nbackend = \"postgres\"", &["ledger.url: is required"]),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db?sslmode=bogus\"",
+                &["ledger.url: is not a PostgreSQL connection string"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\npool_size = 1",
+                &["ledger.pool_size"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\npool_size = 65",
+                &["ledger.pool_size"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\nlease = \"0s\"",
+                &["ledger.lease"],
+            ),
+            (
+                "[ledger]\nurl = \"postgres://h/db\"\npool_size = 3",
+                &["ledger.url: is only read with", "ledger.pool_size: is only read with"],
+            ),
+        ];
+        for (top, errors) in cases {
+            check(&minimal_with(top, ""), Expect::Errors(errors));
+        }
     }
 
     /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing

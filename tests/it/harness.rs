@@ -150,6 +150,11 @@ pub struct Setup {
     pub breaker_failures_max: Option<u32>,
     /// `destination.signing_secret` as an inline value (`whsec_…`).
     pub signing_secret: Option<String>,
+    /// `ledger.backend = "postgres"` with this `ledger.url` (the schema is migrated by
+    /// `hookwall migrate` before each start); `None`: RocksDB at `ledger`.
+    pub postgres: Option<String>,
+    /// `ledger.lease` (PostgreSQL only).
+    pub lease: &'static str,
 }
 
 impl Setup {
@@ -176,6 +181,8 @@ impl Setup {
             paused: false,
             breaker_failures_max: None,
             signing_secret: None,
+            postgres: crate::pg::current_url(),
+            lease: "30s",
         }
     }
 
@@ -193,7 +200,14 @@ impl Setup {
         let _ = writeln!(t, "{}", self.server_extra);
         let _ = writeln!(t, "[ledger]");
         let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));
-        let _ = writeln!(t, "sync = true\n");
+        let _ = writeln!(t, "sync = true");
+        if let Some(url) = &self.postgres {
+            let _ = writeln!(t, "backend = \"postgres\"");
+            let _ = writeln!(t, "url = {}", quote(url));
+            let _ = writeln!(t, "pool_size = 3");
+            let _ = writeln!(t, "lease = {}", quote(self.lease));
+        }
+        let _ = writeln!(t);
         for s in &self.sources {
             let _ = writeln!(t, "[[source]]");
             let _ = writeln!(t, "id = {}", quote(s.id));
@@ -231,6 +245,23 @@ impl Setup {
         }
         t
     }
+}
+
+/// Runs `hookwall migrate -c config` and asserts it succeeded.
+pub fn migrate(config: &Path) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["migrate", "-c"])
+        .arg(config)
+        .env_remove("HOOKWALL_CONFIG")
+        .output()
+        .expect("running hookwall migrate");
+    assert!(
+        out.status.success(),
+        "hookwall migrate failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A TOML basic string (JSON string escaping is a subset TOML accepts for these values).
@@ -277,6 +308,9 @@ impl Hookwall {
             );
         }
         std::fs::write(&config_path, toml).expect("writing the config");
+        if setup.postgres.is_some() {
+            migrate(&config_path);
+        }
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
@@ -314,6 +348,10 @@ impl Hookwall {
         let mut hw =
             Hookwall { child: Some(child), ingress, admin, stderr_path, config_path, setup };
         hw.wait_ready();
+        if hw.setup.postgres.is_some() {
+            // A postgres variant that silently ran on RocksDB would prove nothing.
+            assert!(hw.stderr().contains("ledger_postgres"), "not on PostgreSQL:\n{}", hw.stderr());
+        }
         hw
     }
 

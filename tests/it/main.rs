@@ -33,6 +33,32 @@ macro_rules! on_both_io {
     };
 }
 
+/// As `on_both_io!`, plus `$name::postgres`: epoll with `ledger.backend = "postgres"` on a
+/// throwaway PostgreSQL server (`pg.rs`) that `Setup::new` picks up.
+macro_rules! on_both_io_and_postgres {
+    ($(#[$meta:meta])* fn $name:ident($io:ident: Io) $body:block) => {
+        $(#[$meta])*
+        fn $name($io: crate::harness::Io) $body
+
+        mod $name {
+            #[test]
+            fn io_uring() {
+                super::$name(crate::harness::Io::IoUring);
+            }
+
+            #[test]
+            fn epoll() {
+                super::$name(crate::harness::Io::Epoll);
+            }
+
+            #[test]
+            fn postgres() {
+                crate::pg::with_postgres(|| super::$name(crate::harness::Io::Epoll));
+            }
+        }
+    };
+}
+
 mod admin;
 mod client;
 mod crashloop;
@@ -48,6 +74,8 @@ mod logs;
 mod metrics;
 mod observability;
 mod operator;
+mod pg;
+mod pg_cluster;
 mod providers;
 mod reload;
 mod shedding;
