@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::types::{
     AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerBackend, LedgerConfig,
-    PostgresConfig, Secret, ServerConfig, SigningKey, SourceConfig, TlsConfig,
+    NatsTarget, PostgresConfig, Secret, ServerConfig, SigningKey, SourceConfig, TlsConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -202,6 +202,9 @@ struct RawDestination {
     signing_secret: Option<RawSecretRef>,
     paused: Option<bool>,
     breaker_failures_max: Option<i64>,
+    kind: Option<String>,
+    subject: Option<String>,
+    stream: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -434,6 +437,24 @@ fn id_problem(id: &str) -> Option<String> {
 
 /// What is wrong with an `http(s)://host[:port]/…` URL, if anything. Userinfo is refused: the
 /// URL is printed by `check-config` and logged, so it must not carry credentials.
+/// What is wrong with a NATS server URL (`nats://host:port` or `tls://host:port`), if anything.
+fn nats_url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("{url:?} is not a nats:// URL"));
+    };
+    if scheme != "nats" && scheme != "tls" {
+        return Some(format!("scheme {scheme:?} is not nats or tls"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("contains whitespace".to_owned());
+    }
+    let authority = rest.trim_end_matches('/');
+    if authority.contains('@') {
+        return Some("must not carry credentials (user:password@)".to_owned());
+    }
+    authority_problem(authority)
+}
+
 fn url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(format!("{url:?} is not an absolute http:// or https:// URL"));
@@ -808,10 +829,12 @@ impl Check<'_> {
 
     fn destination(&mut self, label: &str, id: String, raw: &RawDestination) -> DestinationConfig {
         let url = raw.url.clone().unwrap_or_default();
+        let nats = self.destination_kind(label, raw);
         match &raw.url {
             None => self.error(&format!("{label}.url"), "is missing"),
             Some(url) => {
-                if let Some(problem) = url_problem(url) {
+                let problem = if nats.is_some() { nats_url_problem(url) } else { url_problem(url) };
+                if let Some(problem) = problem {
                     self.error(&format!("{label}.url"), problem);
                 }
             }
@@ -855,7 +878,61 @@ impl Check<'_> {
             paused: raw.paused.unwrap_or(false),
             breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
             signing_key,
+            nats,
         }
+    }
+
+    /// `kind` (`"http"`, the default, or `"nats"`) and the NATS-only keys `subject` and
+    /// `stream`: required with `nats`, errors with `http`.
+    fn destination_kind(&mut self, label: &str, raw: &RawDestination) -> Option<NatsTarget> {
+        let field = |name: &str| format!("{label}.{name}");
+        let nats = match raw.kind.as_deref().unwrap_or("http") {
+            "http" => false,
+            "nats" => true,
+            other => {
+                self.error(&field("kind"), format!("{other:?} is not one of http, nats"));
+                false
+            }
+        };
+        if !nats {
+            for (name, set) in
+                [("subject", raw.subject.is_some()), ("stream", raw.stream.is_some())]
+            {
+                if set {
+                    self.error(&field(name), "is only read with kind = \"nats\"");
+                }
+            }
+            return None;
+        }
+        if raw.signing_secret.is_some() {
+            self.error(
+                &field("signing_secret"),
+                "signs HTTP forwards; a nats destination has none",
+            );
+        }
+        let subject = raw.subject.clone().unwrap_or_default();
+        // NATS subjects: dot-separated tokens, no whitespace; a publish subject has no wildcard.
+        if subject.is_empty() {
+            self.error(&field("subject"), "is required with kind = \"nats\"");
+        } else if subject.split('.').any(|t| t.is_empty() || t == "*" || t == ">")
+            || subject.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            self.error(
+                &field("subject"),
+                format!("{subject:?} is not a NATS publish subject (dot-separated tokens, no wildcards or spaces)"),
+            );
+        }
+        let stream = raw.stream.clone().unwrap_or_default();
+        // JetStream stream names: no whitespace, `.`, `*`, `>`, path separators.
+        if stream.is_empty() {
+            self.error(&field("stream"), "is required with kind = \"nats\"");
+        } else if stream
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || ".*>/\\".contains(c))
+        {
+            self.error(&field("stream"), format!("{stream:?} is not a JetStream stream name (no spaces, '.', '*', '>', '/', '\\')"));
+        }
+        Some(NatsTarget { subject, stream })
     }
 
     /// `signing_secret = { value | env | file }`: the secret's text, read like a source secret
@@ -1232,6 +1309,46 @@ mod tests {
         let source = MINIMAL
             .replace("destination = \"d\"\n", &format!("destination = \"d\"\n{source_extra}\n"));
         format!("{top}\n{source}")
+    }
+
+    /// `kind = "nats"` destinations: a nats:// URL, a publish subject and a stream name are
+    /// required; the NATS keys are errors on an HTTP destination.
+    #[test]
+    fn nats_destination() {
+        let nats = |lines: &str| MINIMAL.replace("url = \"http://127.0.0.1:3000/hooks\"", lines);
+        let ok = nats("kind = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"hooks.billing\"\nstream = \"HOOKS\"");
+        let config = check(&ok, Expect::Ok(&[])).unwrap();
+        let target = config.destinations[0].nats.clone().unwrap();
+        assert_eq!((target.subject.as_str(), target.stream.as_str()), ("hooks.billing", "HOOKS"));
+        assert!(check(MINIMAL, Expect::Ok(&[])).unwrap().destinations[0].nats.is_none());
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "kind = \"kafka\"\nurl = \"http://h/\"",
+                &["destination[d].kind: \"kafka\" is not one of http, nats"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"http://h:4222\"\nsubject = \"a\"\nstream = \"S\"",
+                &["url: scheme \"http\" is not nats or tls"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"nats://h:4222\"",
+                &["subject: is required", "stream: is required"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"nats://h:4222\"\nsubject = \"hooks.>\"\nstream = \"a.b\"",
+                &[
+                    "subject: \"hooks.>\" is not a NATS publish subject",
+                    "stream: \"a.b\" is not a JetStream stream name",
+                ],
+            ),
+            (
+                "url = \"http://h/\"\nsubject = \"a\"",
+                &["subject: is only read with kind = \"nats\""],
+            ),
+        ];
+        for (lines, errors) in cases {
+            check(&nats(lines), Expect::Errors(errors));
+        }
     }
 
     /// `ledger.backend`: rocksdb by default; postgres needs a parseable `url` and takes

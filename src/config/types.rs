@@ -229,6 +229,19 @@ pub struct DestinationConfig {
     /// `signing_secret` (Standard Webhooks `whsec_…`): when set, every forward is signed with
     /// `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,…` (SPEC §5).
     pub signing_key: Option<SigningKey>,
+    /// `kind = "nats"`: publish to a NATS JetStream stream instead of POSTing; `None` = HTTP.
+    pub nats: Option<NatsTarget>,
+}
+
+/// A `[[destination]]` with `kind = "nats"`: `url` is the NATS server (`nats://host:port`), each
+/// event is published to `subject` with `Nats-Msg-Id` = its idempotency key (JetStream's
+/// duplicate window drops repeats) and is delivered when `stream` acknowledged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsTarget {
+    /// `subject`: the subject published to (no wildcards).
+    pub subject: String,
+    /// `stream`: the JetStream stream that must store it (the ack names it).
+    pub stream: String,
 }
 
 /// A destination's Standard Webhooks signing key: HMAC-SHA256 keyed by the base64-decoded

@@ -155,6 +155,10 @@ pub struct Setup {
     pub postgres: Option<String>,
     /// `ledger.lease` (PostgreSQL only).
     pub lease: &'static str,
+    /// `destination.timeout`.
+    pub destination_timeout: &'static str,
+    /// Extra TOML lines of the destination table (e.g. `kind = "nats"`).
+    pub destination_extra: String,
 }
 
 impl Setup {
@@ -183,6 +187,8 @@ impl Setup {
             signing_secret: None,
             postgres: crate::pg::current_url(),
             lease: "30s",
+            destination_timeout: "5s",
+            destination_extra: String::new(),
         }
     }
 
@@ -231,7 +237,8 @@ impl Setup {
         let _ = writeln!(t, "[[destination]]");
         let _ = writeln!(t, "id = \"sink\"");
         let _ = writeln!(t, "url = {}", quote(&self.destination_url));
-        let _ = writeln!(t, "timeout = \"5s\"");
+        let _ = writeln!(t, "timeout = {}", quote(self.destination_timeout));
+        let _ = writeln!(t, "{}", self.destination_extra);
         let _ = writeln!(t, "attempts_max = {}", self.attempts_max);
         let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));

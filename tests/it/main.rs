@@ -72,6 +72,7 @@ mod lifecycle;
 mod loadgen;
 mod logs;
 mod metrics;
+mod nats;
 mod observability;
 mod operator;
 mod pg;
