@@ -61,7 +61,7 @@ pub struct PgOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
     /// Connecting or a start-up statement failed.
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", schema::describe(.0))]
     Db(#[from] postgres::Error),
     /// The schema is not the one this binary serves on.
     #[error("{0}")]
@@ -351,7 +351,7 @@ fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<(
             }
             Err(e) => {
                 shared.healthy.store(false, Ordering::SeqCst);
-                tracing::error!(code = "ledger_write_failed", error = %e, events = n, "PostgreSQL admission transaction failed; its batch is answered unavailable.");
+                tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), events = n, "PostgreSQL admission transaction failed; its batch is answered unavailable.");
                 if conn.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
                     conn.client = None;
                     std::thread::sleep(RECONNECT_WAIT);
@@ -559,7 +559,7 @@ fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
         let ok = match settle_batch(shared, &mut client, &batch) {
             Ok(()) => true,
             Err(e) => {
-                tracing::error!(code = "ledger_write_failed", error = %e, "PostgreSQL settlement transaction failed; the attempts will be repeated.");
+                tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), "PostgreSQL settlement transaction failed; the attempts will be repeated.");
                 if client.as_ref().is_none_or(Client::is_closed) {
                     client = None;
                     std::thread::sleep(RECONNECT_WAIT);
@@ -674,10 +674,10 @@ impl PgLedger {
             *guard = None;
         }
         if guard.is_none() {
-            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| e.to_string())?);
+            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| schema::describe(&e))?);
         }
         let client = guard.as_mut().expect("connected just above");
-        let result = f(client).map_err(|e| e.to_string());
+        let result = f(client).map_err(|e| schema::describe(&e));
         if result.is_err() && client.is_closed() {
             *guard = None;
         }

@@ -85,7 +85,7 @@ const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS hookwall_schema (
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
     /// The database could not be reached or a statement failed.
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", describe(.0))]
     Db(#[from] postgres::Error),
     /// `serve` on a database without the current schema.
     #[error(
@@ -105,6 +105,19 @@ pub enum SchemaError {
         /// Version found.
         found: i32,
     },
+}
+
+/// The driver's error with its causes (`error connecting to server: Connection refused …`):
+/// the top-level text alone does not say why.
+pub fn describe(e: &postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The highest applied version (0 when the version table does not exist yet).
