@@ -605,6 +605,7 @@ impl Check<'_> {
         let destinations = self.destinations(&raw.destination);
         let sources = self.sources(&raw.source, &destinations);
         self.retention_warnings(&ledger, &sources);
+        self.lease_warnings(&ledger, &destinations);
         self.unused_destination_warnings(&sources, &destinations);
         let path = self.file.to_path_buf();
         Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
@@ -1201,6 +1202,23 @@ impl Check<'_> {
         }
     }
 
+    /// A PostgreSQL lease no longer than an attempt can expire mid-attempt: another node (or
+    /// this one) starts the event again, and the first result is not recorded, so the
+    /// downstream may get it twice (same `Idempotency-Key`; at-least-once, R21).
+    fn lease_warnings(&mut self, ledger: &LedgerConfig, destinations: &[DestinationConfig]) {
+        let LedgerBackend::Postgres(pg) = &ledger.backend else { return };
+        for d in destinations.iter().filter(|d| d.timeout >= pg.lease) {
+            let message = format!(
+                "is {} but destination {} may take {} per attempt; an attempt outliving its \
+                 lease is started again (delivered twice)",
+                human(pg.lease),
+                d.id,
+                human(d.timeout),
+            );
+            self.warn("ledger.lease", &message);
+        }
+    }
+
     /// R25 / checklist item 9: an identity must outlive the provider's retries and twice the
     /// tolerance, or a late retry is admitted twice.
     fn retention_warnings(&mut self, ledger: &LedgerConfig, sources: &[SourceConfig]) {
@@ -1367,7 +1385,8 @@ mod tests {
             ("postgres://hw@db.internal/hookwall", 4, secs(60))
         );
         let tuned = format!("{pg}\npool_size = 8\nlease = \"5s\"");
-        let config = check(&minimal_with(&tuned, ""), Expect::Ok(&[])).unwrap();
+        let warning = "ledger.lease: is 5s but destination d may take 10s per attempt";
+        let config = check(&minimal_with(&tuned, ""), Expect::Ok(&[warning])).unwrap();
         let LedgerBackend::Postgres(p) = config.ledger.backend else { panic!("not postgres") };
         assert_eq!((p.pool_size, p.lease), (8, secs(5)));
         let cases: &[(&str, &[&str])] = &[

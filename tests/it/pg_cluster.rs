@@ -75,6 +75,7 @@ fn a_killed_node_s_acknowledged_events_are_delivered_by_another() {
     let mut setup = Setup::new(Io::Epoll, d1.path(), &hang_url);
     setup.postgres = Some(pg.url());
     setup.lease = "3s";
+    setup.destination_timeout = "2s";
     let mut a = Hookwall::start(d1.path(), &setup);
     let source = stripe_a();
     let mut acked = Vec::new();
