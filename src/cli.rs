@@ -35,6 +35,10 @@ pub enum Command {
     Loadgen(crate::loadgen::Args),
     /// Operator tooling over the admin API: list, inspect, replay and drop events (R20).
     Dlq(crate::dlq::DlqArgs),
+    /// Apply the PostgreSQL ledger's schema migrations (`ledger.backend = "postgres"`): exit 0
+    /// when the schema is at this binary's version, 1 when the database fails or is newer,
+    /// 2 on a bad config.
+    Migrate(ConfigArg),
 }
 
 /// `verify`'s arguments (SPEC §1).
@@ -100,6 +104,40 @@ pub struct ConfigArg {
     pub config: PathBuf,
 }
 
+/// `hookwall migrate`: brings the PostgreSQL schema to this binary's version.
+fn migrate(arg: &ConfigArg) -> ExitCode {
+    let config = match Config::load(&arg.config) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(2);
+        }
+    };
+    let crate::config::LedgerBackend::Postgres(pg) = &config.ledger.backend else {
+        println!("ledger.backend is rocksdb: its layout needs no migration");
+        return ExitCode::SUCCESS;
+    };
+    let result = crate::ledger::postgres::connect(&pg.url)
+        .map_err(crate::ledger::postgres::schema::SchemaError::from)
+        .and_then(|mut client| {
+            crate::ledger::postgres::schema::migrate(&mut client, crate::clock::now_unix_ms())
+        });
+    match result {
+        Ok((from, to)) if from == to => {
+            println!("schema already at version {to}");
+            ExitCode::SUCCESS
+        }
+        Ok((from, to)) => {
+            println!("schema migrated from version {from} to {to}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: ledger.url: {e}", config.path.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     if !matches!(cli.command, Command::Serve(_)) {
@@ -123,6 +161,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Loadgen(args) => crate::loadgen::main(&args),
         Command::Dlq(args) => crate::dlq::run(args),
+        Command::Migrate(arg) => migrate(&arg),
         Command::Serve(ServeArgs { config: arg, log_format }) => {
             init_logging(log_format);
             abort_on_panic();

@@ -27,6 +27,9 @@ pub const RECV_BUFFER_BYTES: usize = 16_384;
 pub const RECV_BUFFERS_PER_CORE: u16 = 1024;
 /// Most ledger shards (one writer thread each).
 pub const SHARDS_MAX: usize = 64;
+/// Most PostgreSQL connections of one node (`ledger.pool_size`): each is a thread here and a
+/// backend process on the database server.
+pub const POSTGRES_POOL_MAX: usize = 64;
 /// Largest file the config loader reads: the config itself, TLS certificates and keys (bytes).
 /// A mistyped path such as `/dev/zero` is an error, not an out-of-memory.
 pub const CONFIG_FILE_BYTES_MAX: u64 = 1024 * 1024;

@@ -11,9 +11,11 @@ use std::thread::JoinHandle;
 use anyhow::{bail, Context as _};
 
 use crate::admin::{self, AdminState};
+use crate::config::LedgerBackend;
 use crate::config::{self as config_mod, Config, Live};
 use crate::ingress::{self, conn::CoreCtx, gate::Gate, Backend};
-use crate::ledger::{Ledger, LedgerOptions};
+use crate::ledger::postgres::{PgLedger, PgOptions};
+use crate::ledger::{Ledger, LedgerHandle, LedgerOptions};
 use crate::metrics::{CoreStats, DispatchStats, LedgerStats, Metrics};
 use crate::tls::{self, CertStore};
 use crate::{dispatch, ledger};
@@ -49,22 +51,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let listen = listeners[0].local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let notify = Arc::new(tokio::sync::Notify::new());
-    let ledger = Ledger::open(
-        LedgerOptions {
-            path: config.ledger.path.clone(),
-            sync: config.ledger.sync,
-            shards_if_new: config.ledger.shards,
-            source_ids: config.sources.iter().map(|s| s.id.clone()).collect(),
-            notify: Arc::clone(&notify),
-            retention: Some(ledger::Retention {
-                payload: config.ledger.payload_retention,
-                dedupe: config.ledger.dedupe_retention,
-                now_ms: Arc::new(crate::clock::now_unix_ms),
-            }),
-        },
-        Arc::clone(&metrics),
-    )
-    .map_err(|e| ledger_open_error(&config, &e))?;
+    let ledger = open_ledger(&config, &notify, &metrics)?;
 
     let live = Arc::new(Live::new(Arc::clone(&config)));
     let health = ledger.clone();
@@ -74,10 +61,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         metrics: Arc::clone(&metrics),
         ledger_healthy: Box::new(move || health.healthy()),
         listeners_bound: AtomicBool::new(false),
-        operator: Some(admin::Operator { ledger: ledger.clone(), controls: Arc::clone(&controls) }),
+        operator: ledger
+            .rocksdb()
+            .map(|l| admin::Operator { ledger: l.clone(), controls: Arc::clone(&controls) }),
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
-    let inbox: Arc<dyn ledger::Inbox> = Arc::new(ledger.clone());
+    let inbox = ledger.inbox();
     let certs =
         config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
     let tls_config = match &certs {
@@ -155,6 +144,60 @@ fn event_types(config: &Config) -> Vec<Vec<String>> {
     config.sources.iter().map(|s| s.event_types.clone().unwrap_or_default()).collect()
 }
 
+/// Opens the configured ledger: the embedded RocksDB, or the shared PostgreSQL database
+/// (whose schema must be at this binary's version: `hookwall migrate`).
+fn open_ledger(
+    config: &Config,
+    notify: &Arc<tokio::sync::Notify>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<LedgerHandle> {
+    if let LedgerBackend::Postgres(pg) = &config.ledger.backend {
+        let sources = config.sources.iter().map(|s| (s.tenant.clone(), s.id.clone())).collect();
+        let node = format!("{}:{}", hostname(), std::process::id());
+        let opts = PgOptions {
+            url: pg.url.clone(),
+            pool_size: pg.pool_size,
+            lease: pg.lease,
+            sources,
+            notify: Arc::clone(notify),
+            node,
+        };
+        let ledger = PgLedger::open(opts, Arc::clone(metrics))
+            .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
+        tracing::info!(
+            code = "ledger_postgres",
+            pool_size = pg.pool_size,
+            lease_ms = pg.lease.as_millis(),
+            "ledger on PostgreSQL (schema checked)"
+        );
+        return Ok(ledger.into());
+    }
+    let ledger = Ledger::open(
+        LedgerOptions {
+            path: config.ledger.path.clone(),
+            sync: config.ledger.sync,
+            shards_if_new: config.ledger.shards,
+            source_ids: config.sources.iter().map(|s| s.id.clone()).collect(),
+            notify: Arc::clone(notify),
+            retention: Some(ledger::Retention {
+                payload: config.ledger.payload_retention,
+                dedupe: config.ledger.dedupe_retention,
+                now_ms: Arc::new(crate::clock::now_unix_ms),
+            }),
+        },
+        Arc::clone(metrics),
+    )
+    .map_err(|e| ledger_open_error(config, &e))?;
+    Ok(ledger.into())
+}
+
+/// This host's name for `lease_owner` (diagnostics), `unknown` when unreadable.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
 /// The ledger-open failure as an operator reads it: which file and field, and the likely
 /// cause when RocksDB's lock is held.
 fn ledger_open_error(config: &Config, e: &ledger::Error) -> anyhow::Error {
@@ -185,8 +228,9 @@ struct Reloader<'a> {
     live: &'a Live,
     certs: Option<&'a CertStore>,
     metrics: &'a Metrics,
-    /// Where each reload, applied or refused, is appended to the audit log (R20).
-    ledger: &'a Ledger,
+    /// Where each reload, applied or refused, is appended to the audit log (R20; the RocksDB
+    /// ledger's — the PostgreSQL ledger keeps no audit log yet).
+    ledger: &'a LedgerHandle,
 }
 
 impl Reloader<'_> {
@@ -214,7 +258,7 @@ impl Reloader<'_> {
             reason: Some(reason),
             state_before: None,
         };
-        if let Err(e) = self.ledger.append_audit(&record) {
+        if let Some(Err(e)) = self.ledger.rocksdb().map(|l| l.append_audit(&record)) {
             tracing::error!(code = "audit_write_failed", error = %e, "The configuration reload could not be written to the audit log.");
         }
         let stats = &self.metrics.reloads;
@@ -289,7 +333,7 @@ const STOP_LEDGER_STUCK: &str = "the ledger stayed unwritable";
 /// the ledger has been unwritable for [`LEDGER_UNWRITABLE_MAX`].
 fn wait_for_stop(
     threads: &[JoinHandle<std::io::Result<()>>],
-    ledger: &Ledger,
+    ledger: &LedgerHandle,
     reloader: &Reloader<'_>,
 ) -> &'static str {
     let runtime = tokio::runtime::Builder::new_current_thread()

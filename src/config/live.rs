@@ -76,6 +76,7 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     differs("ledger.shards", a.shards != b.shards);
     differs("ledger.dedupe_retention", a.dedupe_retention != b.dedupe_retention);
     differs("ledger.payload_retention", a.payload_retention != b.payload_retention);
+    differs("ledger.backend", a.backend != b.backend);
     differs("admin.token_file", old.admin.token_file != new.admin.token_file);
     let sources = |c: &Config| -> Vec<String> {
         c.sources

@@ -20,8 +20,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::types::{
-    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerConfig, Secret, ServerConfig,
-    SigningKey, SourceConfig, TlsConfig,
+    AdminConfig, AdminToken, Config, DestinationConfig, IoMode, LedgerBackend, LedgerConfig,
+    NatsTarget, PostgresConfig, Secret, ServerConfig, SigningKey, SourceConfig, TlsConfig,
 };
 use crate::limits;
 use crate::provider::{self, Provider};
@@ -154,6 +154,10 @@ struct RawLedger {
     shards: Option<i64>,
     dedupe_retention: Option<String>,
     payload_retention: Option<String>,
+    backend: Option<String>,
+    url: Option<String>,
+    pool_size: Option<i64>,
+    lease: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -200,6 +204,9 @@ struct RawDestination {
     signing_secret: Option<RawSecretRef>,
     paused: Option<bool>,
     breaker_failures_max: Option<i64>,
+    kind: Option<String>,
+    subject: Option<String>,
+    stream: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -432,6 +439,24 @@ fn id_problem(id: &str) -> Option<String> {
 
 /// What is wrong with an `http(s)://host[:port]/…` URL, if anything. Userinfo is refused: the
 /// URL is printed by `check-config` and logged, so it must not carry credentials.
+/// What is wrong with a NATS server URL (`nats://host:port` or `tls://host:port`), if anything.
+fn nats_url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("{url:?} is not a nats:// URL"));
+    };
+    if scheme != "nats" && scheme != "tls" {
+        return Some(format!("scheme {scheme:?} is not nats or tls"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("contains whitespace".to_owned());
+    }
+    let authority = rest.trim_end_matches('/');
+    if authority.contains('@') {
+        return Some("must not carry credentials (user:password@)".to_owned());
+    }
+    authority_problem(authority)
+}
+
 fn url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(format!("{url:?} is not an absolute http:// or https:// URL"));
@@ -585,6 +610,13 @@ impl Check<'_> {
             ledger.dedupe_retention = default_dedupe_retention(&sources);
         }
         self.retention_warnings(&ledger, &sources);
+        self.lease_warnings(&ledger, &destinations);
+        if matches!(ledger.backend, LedgerBackend::Postgres(_)) {
+            for source in sources.iter().filter(|s| s.ordering_key.is_some()) {
+                let field = format!("source[{}].ordering_key", source.id);
+                self.error(&field, "is not supported with ledger.backend = \"postgres\" yet (R22 needs the RocksDB ledger's ordering index)");
+            }
+        }
         self.unused_destination_warnings(&sources, &destinations);
         let path = self.file.to_path_buf();
         Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
@@ -717,7 +749,52 @@ impl Check<'_> {
             Ok(n) => n,
         };
         let path = PathBuf::from(path);
-        LedgerConfig { path, sync, shards, dedupe_retention, payload_retention }
+        let backend = self.ledger_backend(raw);
+        LedgerConfig { path, sync, shards, dedupe_retention, payload_retention, backend }
+    }
+
+    /// `ledger.backend` and the fields only the PostgreSQL backend reads (set with the
+    /// RocksDB backend, they are errors: a forgotten `backend` line must not silently give a
+    /// single-node ledger to a cluster).
+    fn ledger_backend(&mut self, raw: &RawLedger) -> LedgerBackend {
+        let postgres = match raw.backend.as_deref().unwrap_or("rocksdb") {
+            "rocksdb" => false,
+            "postgres" => true,
+            other => {
+                self.error("ledger.backend", format!("{other:?} is not one of rocksdb, postgres"));
+                false
+            }
+        };
+        if !postgres {
+            for (field, set) in [
+                ("ledger.url", raw.url.is_some()),
+                ("ledger.pool_size", raw.pool_size.is_some()),
+                ("ledger.lease", raw.lease.is_some()),
+            ] {
+                if set {
+                    self.error(field, "is only read with ledger.backend = \"postgres\"");
+                }
+            }
+            return LedgerBackend::RocksDb;
+        }
+        let url = match raw.url.as_deref() {
+            None | Some("") => {
+                self.error("ledger.url", "is required with ledger.backend = \"postgres\"");
+                String::new()
+            }
+            Some(url) => {
+                if let Err(e) = url.parse::<postgres::Config>() {
+                    // The parser's message names the bad part, never the password.
+                    self.error("ledger.url", format!("is not a PostgreSQL connection string: {e}"));
+                }
+                url.to_owned()
+            }
+        };
+        let max = i64::try_from(limits::POSTGRES_POOL_MAX).unwrap_or(i64::MAX);
+        let pool_size = self.int("ledger.pool_size", raw.pool_size, 4, 2..=max);
+        let pool_size = usize::try_from(pool_size).unwrap_or(4);
+        let lease = self.duration_positive("ledger.lease", raw.lease.as_deref(), secs(60));
+        LedgerBackend::Postgres(PostgresConfig { url, pool_size, lease })
     }
 
     fn admin(&mut self, raw: &RawAdmin) -> AdminConfig {
@@ -764,10 +841,12 @@ impl Check<'_> {
 
     fn destination(&mut self, label: &str, id: String, raw: &RawDestination) -> DestinationConfig {
         let url = raw.url.clone().unwrap_or_default();
+        let nats = self.destination_kind(label, raw);
         match &raw.url {
             None => self.error(&format!("{label}.url"), "is missing"),
             Some(url) => {
-                if let Some(problem) = url_problem(url) {
+                let problem = if nats.is_some() { nats_url_problem(url) } else { url_problem(url) };
+                if let Some(problem) = problem {
                     self.error(&format!("{label}.url"), problem);
                 }
             }
@@ -811,7 +890,61 @@ impl Check<'_> {
             paused: raw.paused.unwrap_or(false),
             breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
             signing_key,
+            nats,
         }
+    }
+
+    /// `kind` (`"http"`, the default, or `"nats"`) and the NATS-only keys `subject` and
+    /// `stream`: required with `nats`, errors with `http`.
+    fn destination_kind(&mut self, label: &str, raw: &RawDestination) -> Option<NatsTarget> {
+        let field = |name: &str| format!("{label}.{name}");
+        let nats = match raw.kind.as_deref().unwrap_or("http") {
+            "http" => false,
+            "nats" => true,
+            other => {
+                self.error(&field("kind"), format!("{other:?} is not one of http, nats"));
+                false
+            }
+        };
+        if !nats {
+            for (name, set) in
+                [("subject", raw.subject.is_some()), ("stream", raw.stream.is_some())]
+            {
+                if set {
+                    self.error(&field(name), "is only read with kind = \"nats\"");
+                }
+            }
+            return None;
+        }
+        if raw.signing_secret.is_some() {
+            self.error(
+                &field("signing_secret"),
+                "signs HTTP forwards; a nats destination has none",
+            );
+        }
+        let subject = raw.subject.clone().unwrap_or_default();
+        // NATS subjects: dot-separated tokens, no whitespace; a publish subject has no wildcard.
+        if subject.is_empty() {
+            self.error(&field("subject"), "is required with kind = \"nats\"");
+        } else if subject.split('.').any(|t| t.is_empty() || t == "*" || t == ">")
+            || subject.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            self.error(
+                &field("subject"),
+                format!("{subject:?} is not a NATS publish subject (dot-separated tokens, no wildcards or spaces)"),
+            );
+        }
+        let stream = raw.stream.clone().unwrap_or_default();
+        // JetStream stream names: no whitespace, `.`, `*`, `>`, path separators.
+        if stream.is_empty() {
+            self.error(&field("stream"), "is required with kind = \"nats\"");
+        } else if stream
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || ".*>/\\".contains(c))
+        {
+            self.error(&field("stream"), format!("{stream:?} is not a JetStream stream name (no spaces, '.', '*', '>', '/', '\\')"));
+        }
+        Some(NatsTarget { subject, stream })
     }
 
     /// `signing_secret = { value | env | file }`: the secret's text, read like a source secret
@@ -1134,6 +1267,23 @@ impl Check<'_> {
         }
     }
 
+    /// A PostgreSQL lease no longer than an attempt can expire mid-attempt: another node (or
+    /// this one) starts the event again, and the first result is not recorded, so the
+    /// downstream may get it twice (same `Idempotency-Key`; at-least-once, R21).
+    fn lease_warnings(&mut self, ledger: &LedgerConfig, destinations: &[DestinationConfig]) {
+        let LedgerBackend::Postgres(pg) = &ledger.backend else { return };
+        for d in destinations.iter().filter(|d| d.timeout >= pg.lease) {
+            let message = format!(
+                "is {} but destination {} may take {} per attempt; an attempt outliving its \
+                 lease is started again (delivered twice)",
+                human(pg.lease),
+                d.id,
+                human(d.timeout),
+            );
+            self.warn("ledger.lease", &message);
+        }
+    }
+
     /// R25 / checklist item 9: an identity must outlive the provider's retries and twice the
     /// tolerance, or a late retry is admitted twice. (Only an explicit `dedupe_retention` can
     /// be short: the default is [`default_dedupe_retention`].)
@@ -1287,6 +1437,98 @@ mod tests {
             config.sources[0].public_url.as_deref(),
             Some("https://hooks.example.com/twilio")
         );
+    }
+
+    /// `kind = "nats"` destinations: a nats:// URL, a publish subject and a stream name are
+    /// required; the NATS keys are errors on an HTTP destination.
+    #[test]
+    fn nats_destination() {
+        let nats = |lines: &str| MINIMAL.replace("url = \"http://127.0.0.1:3000/hooks\"", lines);
+        let ok = nats("kind = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nsubject = \"hooks.billing\"\nstream = \"HOOKS\"");
+        let config = check(&ok, Expect::Ok(&[])).unwrap();
+        let target = config.destinations[0].nats.clone().unwrap();
+        assert_eq!((target.subject.as_str(), target.stream.as_str()), ("hooks.billing", "HOOKS"));
+        assert!(check(MINIMAL, Expect::Ok(&[])).unwrap().destinations[0].nats.is_none());
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "kind = \"kafka\"\nurl = \"http://h/\"",
+                &["destination[d].kind: \"kafka\" is not one of http, nats"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"http://h:4222\"\nsubject = \"a\"\nstream = \"S\"",
+                &["url: scheme \"http\" is not nats or tls"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"nats://h:4222\"",
+                &["subject: is required", "stream: is required"],
+            ),
+            (
+                "kind = \"nats\"\nurl = \"nats://h:4222\"\nsubject = \"hooks.>\"\nstream = \"a.b\"",
+                &[
+                    "subject: \"hooks.>\" is not a NATS publish subject",
+                    "stream: \"a.b\" is not a JetStream stream name",
+                ],
+            ),
+            (
+                "url = \"http://h/\"\nsubject = \"a\"",
+                &["subject: is only read with kind = \"nats\""],
+            ),
+        ];
+        for (lines, errors) in cases {
+            check(&nats(lines), Expect::Errors(errors));
+        }
+    }
+
+    /// `ledger.backend`: rocksdb by default; postgres needs a parseable `url` and takes
+    /// `pool_size` (2..=POSTGRES_POOL_MAX, default 4) and `lease` (default 60s); the
+    /// postgres-only keys are errors with rocksdb (a forgotten `backend` line is not silently
+    /// a single-node ledger).
+    #[test]
+    fn ledger_backend() {
+        let config = check(&minimal_with("", ""), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.ledger.backend, LedgerBackend::RocksDb);
+        let pg = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://hw@db.internal/hookwall\"";
+        let config = check(&minimal_with(pg, ""), Expect::Ok(&[])).unwrap();
+        let LedgerBackend::Postgres(p) = config.ledger.backend else { panic!("not postgres") };
+        assert_eq!(
+            (p.url.as_str(), p.pool_size, p.lease),
+            ("postgres://hw@db.internal/hookwall", 4, secs(60))
+        );
+        let tuned = format!("{pg}\npool_size = 8\nlease = \"5s\"");
+        let warning = "ledger.lease: is 5s but destination d may take 10s per attempt";
+        let config = check(&minimal_with(&tuned, ""), Expect::Ok(&[warning])).unwrap();
+        let LedgerBackend::Postgres(p) = config.ledger.backend else { panic!("not postgres") };
+        assert_eq!((p.pool_size, p.lease), (8, secs(5)));
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "[ledger]\nbackend = \"mysql\"",
+                &["ledger.backend: \"mysql\" is not one of rocksdb, postgres"],
+            ),
+            ("[ledger]\nbackend = \"postgres\"", &["ledger.url: is required"]),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db?sslmode=bogus\"",
+                &["ledger.url: is not a PostgreSQL connection string"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\npool_size = 1",
+                &["ledger.pool_size"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\npool_size = 65",
+                &["ledger.pool_size"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\nlease = \"0s\"",
+                &["ledger.lease"],
+            ),
+            (
+                "[ledger]\nurl = \"postgres://h/db\"\npool_size = 3",
+                &["ledger.url: is only read with", "ledger.pool_size: is only read with"],
+            ),
+        ];
+        for (top, errors) in cases {
+            check(&minimal_with(top, ""), Expect::Errors(errors));
+        }
     }
 
     /// `admin.token_file` is read at load: a readable file gives the trimmed token, a missing
@@ -1648,6 +1890,12 @@ mod tests {
         }
         let text = minimal_with("", "ordering_key = \"/data/object/id\"");
         check(&text, Expect::Ok(&[]));
+        let pg = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"";
+        let text = minimal_with(pg, "ordering_key = \"/data/object/id\"");
+        check(
+            &text,
+            Expect::Errors(&["source[s].ordering_key: is not supported with ledger.backend"]),
+        );
     }
 
     /// R25: without `dedupe_retention`, identities are kept 7 days, or longer when a source's

@@ -96,6 +96,33 @@ pub struct LedgerConfig {
     pub dedupe_retention: Duration,
     /// How long a raw body is kept after its event settles.
     pub payload_retention: Duration,
+    /// Where the ledger lives: the embedded RocksDB at `path` (the default) or a shared
+    /// PostgreSQL database (several nodes, issue 8).
+    pub backend: LedgerBackend,
+}
+
+/// `ledger.backend`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerBackend {
+    /// `"rocksdb"` (default): one embedded RocksDB at `ledger.path`, one node.
+    RocksDb,
+    /// `"postgres"`: a PostgreSQL (or wire-compatible distributed SQL) database shared by
+    /// every node (`docs/postgres.md`).
+    Postgres(PostgresConfig),
+}
+
+/// `[ledger]` with `backend = "postgres"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// `ledger.url`: a libpq-style URL or key=value string (`postgres://user@host/db`).
+    pub url: String,
+    /// `ledger.pool_size`: database connections of this node, `2..=POSTGRES_POOL_MAX`: one for
+    /// the dispatcher's leases and settlements, the others each an admission writer.
+    pub pool_size: usize,
+    /// `ledger.lease`: how long a node owns an event it started delivering; when it dies, the
+    /// others deliver the event after this (with the same `Idempotency-Key`). Must exceed the
+    /// longest attempt (`destination.timeout`).
+    pub lease: Duration,
 }
 
 /// `[admin]`.
@@ -210,6 +237,19 @@ pub struct DestinationConfig {
     /// `signing_secret` (Standard Webhooks `whsec_…`): when set, every forward is signed with
     /// `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,…` (SPEC §5).
     pub signing_key: Option<SigningKey>,
+    /// `kind = "nats"`: publish to a NATS JetStream stream instead of POSTing; `None` = HTTP.
+    pub nats: Option<NatsTarget>,
+}
+
+/// A `[[destination]]` with `kind = "nats"`: `url` is the NATS server (`nats://host:port`), each
+/// event is published to `subject` with `Nats-Msg-Id` = its idempotency key (JetStream's
+/// duplicate window drops repeats) and is delivered when `stream` acknowledged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsTarget {
+    /// `subject`: the subject published to (no wildcards).
+    pub subject: String,
+    /// `stream`: the JetStream stream that must store it (the ack names it).
+    pub stream: String,
 }
 
 /// A destination's Standard Webhooks signing key: HMAC-SHA256 keyed by the base64-decoded

@@ -46,6 +46,8 @@ pub(super) struct Target {
     pub provider: &'static str,
     /// The destination's Standard Webhooks signing key, when `signing_secret` is set.
     pub signing_key: Option<ring::hmac::Key>,
+    /// `kind = "nats"`: publish to JetStream instead of POSTing (`super::nats`).
+    pub nats: Option<crate::config::NatsTarget>,
 }
 
 /// Sends attempt number `attempt` (1-based) of `event` and classifies the transport outcome.
@@ -57,6 +59,9 @@ pub(super) async fn send(
     body: Vec<u8>,
     attempt: u32,
 ) -> AttemptResult {
+    if let Some(nats) = &target.nats {
+        return super::nats::publish(target, nats, event, body, attempt).await;
+    }
     let mut headers = forward_headers(target, event, attempt);
     if let Some(key) = &target.signing_key {
         sign(&mut headers, key, &event.key, crate::clock::now_unix_s(), &body);
@@ -113,7 +118,8 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-fn short(text: &str) -> String {
+/// `text` cut to `TRANSPORT_ERROR_BYTES_MAX` bytes at a character boundary.
+pub(super) fn short(text: &str) -> String {
     let mut end = text.len().min(TRANSPORT_ERROR_BYTES_MAX);
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -230,6 +236,7 @@ mod tests {
             source_id: "stripe-billing".to_owned(),
             provider: "stripe",
             signing_key: None,
+            nats: None,
         }
     }
 

@@ -147,6 +147,7 @@ mod tests {
             paused: false,
             breaker_failures_max: 10,
             signing_key: None,
+            nats: None,
         }
     }
 

@@ -403,6 +403,7 @@ impl Engine {
             source_id: source.id.clone(),
             provider: source.provider.name(),
             signing_key: dest.signing_key.as_ref().map(|k| k.0.clone()),
+            nats: dest.nats.clone(),
         };
         let client = self.client.clone();
         self.attempts.spawn(attempt_task(client, target, event, destination));

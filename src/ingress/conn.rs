@@ -19,7 +19,7 @@ use crate::answer::Answer;
 use crate::clock;
 use crate::config::Live;
 use crate::http::{self, Frame, Framer};
-use crate::ledger::{Decision, Ledger, Reply};
+use crate::ledger::{Decision, LedgerHandle, Reply};
 use crate::limits::ACK_DEADLINE_SHED_SHARE;
 use crate::metrics::CoreStats;
 use crate::pipeline::{self, Handled, Pipeline};
@@ -57,7 +57,7 @@ pub struct CoreCtx {
     /// This core's pipeline, built from generation `.0` of `live`.
     pipeline: RefCell<(u64, Arc<Pipeline>)>,
     /// Where admissions go.
-    pub ledger: Ledger,
+    pub ledger: LedgerHandle,
     /// This core's counters.
     pub stats: Arc<CoreStats>,
     /// Framing limits.
@@ -77,7 +77,7 @@ impl CoreCtx {
     /// limits and `read_timeout` are read once (a reload cannot change `[server]`).
     pub fn new(
         live: Arc<Live>,
-        ledger: Ledger,
+        ledger: impl Into<LedgerHandle>,
         stats: Arc<CoreStats>,
         connections_max: usize,
     ) -> CoreCtx {
@@ -94,7 +94,7 @@ impl CoreCtx {
         CoreCtx {
             live,
             pipeline,
-            ledger,
+            ledger: ledger.into(),
             stats,
             limits,
             read_timeout,

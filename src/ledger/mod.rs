@@ -1,5 +1,6 @@
 //! The ledger: the durable record of every idempotency key, and the inbox of admitted events.
-//! The only importer of `rocksdb` (ARCHITECTURE invariant).
+//! The only importer of `rocksdb` and `postgres` (ARCHITECTURE invariant). `postgres/` is the
+//! shared PostgreSQL backend (several nodes); [`LedgerHandle`] picks one of the two.
 //!
 //! One RocksDB, one WAL; per shard `s` the column families `claims/s`, `inbox/s`, `schedule/s`;
 //! global `rejected`, `quarantine`, `audit`, `meta`. Each shard has exactly one writer thread
@@ -8,12 +9,15 @@
 //! `sync = true` (group commit), and only then replies. Nothing is acknowledged before that
 //! write returned (invariant 1, R14).
 
+mod any;
 mod codec;
 mod handle;
+pub mod postgres;
 mod read;
 mod store;
 mod writer;
 
+pub use any::LedgerHandle;
 pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState, OrderPlace};
 pub use handle::{Error, Ledger, LedgerOptions, Retention, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
 pub use read::{

@@ -160,6 +160,15 @@ pub struct Setup {
     pub signing_secret: Option<String>,
     /// Extra TOML lines in `[ledger]` (e.g. retention).
     pub ledger_extra: String,
+    /// `ledger.backend = "postgres"` with this `ledger.url` (the schema is migrated by
+    /// `hookwall migrate` before each start); `None`: RocksDB at `ledger`.
+    pub postgres: Option<String>,
+    /// `ledger.lease` (PostgreSQL only).
+    pub lease: &'static str,
+    /// `destination.timeout`.
+    pub destination_timeout: &'static str,
+    /// Extra TOML lines of the destination table (e.g. `kind = "nats"`).
+    pub destination_extra: String,
 }
 
 impl Setup {
@@ -187,6 +196,10 @@ impl Setup {
             breaker_failures_max: None,
             signing_secret: None,
             ledger_extra: String::new(),
+            postgres: crate::pg::current_url(),
+            lease: "30s",
+            destination_timeout: "5s",
+            destination_extra: String::new(),
         }
     }
 
@@ -205,6 +218,12 @@ impl Setup {
         let _ = writeln!(t, "[ledger]");
         let _ = writeln!(t, "path = {}", quote(&self.ledger.display().to_string()));
         let _ = writeln!(t, "sync = true");
+        if let Some(url) = &self.postgres {
+            let _ = writeln!(t, "backend = \"postgres\"");
+            let _ = writeln!(t, "url = {}", quote(url));
+            let _ = writeln!(t, "pool_size = 3");
+            let _ = writeln!(t, "lease = {}", quote(self.lease));
+        }
         let _ = writeln!(t, "{}\n", self.ledger_extra);
         for s in &self.sources {
             let _ = writeln!(t, "[[source]]");
@@ -229,7 +248,8 @@ impl Setup {
         let _ = writeln!(t, "[[destination]]");
         let _ = writeln!(t, "id = \"sink\"");
         let _ = writeln!(t, "url = {}", quote(&self.destination_url));
-        let _ = writeln!(t, "timeout = \"5s\"");
+        let _ = writeln!(t, "timeout = {}", quote(self.destination_timeout));
+        let _ = writeln!(t, "{}", self.destination_extra);
         let _ = writeln!(t, "attempts_max = {}", self.attempts_max);
         let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
@@ -243,6 +263,23 @@ impl Setup {
         }
         t
     }
+}
+
+/// Runs `hookwall migrate -c config` and asserts it succeeded.
+pub fn migrate(config: &Path) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["migrate", "-c"])
+        .arg(config)
+        .env_remove("HOOKWALL_CONFIG")
+        .output()
+        .expect("running hookwall migrate");
+    assert!(
+        out.status.success(),
+        "hookwall migrate failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A TOML basic string (JSON string escaping is a subset TOML accepts for these values).
@@ -294,6 +331,9 @@ impl Hookwall {
         let config_path = dir.join(format!("hookwall-{n}.toml"));
         let toml = full_toml(dir, setup, ingress, admin);
         std::fs::write(&config_path, toml).expect("writing the config");
+        if setup.postgres.is_some() {
+            migrate(&config_path);
+        }
         let stderr_path = dir.join(format!("hookwall-{n}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
@@ -331,6 +371,10 @@ impl Hookwall {
         let mut hw =
             Hookwall { child: Some(child), ingress, admin, stderr_path, config_path, setup };
         hw.wait_ready();
+        if hw.setup.postgres.is_some() {
+            // A postgres variant that silently ran on RocksDB would prove nothing.
+            assert!(hw.stderr().contains("ledger_postgres"), "not on PostgreSQL:\n{}", hw.stderr());
+        }
         hw
     }
 

@@ -144,21 +144,21 @@ fn accepted_forwarded_then_duplicate(io: Io, source: &Source) {
     );
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R12, R14: Stripe accepted → forwarded once; retry → duplicate.
     fn stripe_accepted_forwarded_once_then_duplicate(io: Io) {
         accepted_forwarded_then_duplicate(io, &stripe_a());
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R12, R14: GitHub accepted → forwarded once; redelivery → duplicate.
     fn github_accepted_forwarded_once_then_duplicate(io: Io) {
         accepted_forwarded_then_duplicate(io, &github_a());
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R12, R14: Standard Webhooks accepted → forwarded once; retry → duplicate.
     fn standard_accepted_forwarded_once_then_duplicate(io: Io) {
         accepted_forwarded_then_duplicate(io, &standard_a());
@@ -173,7 +173,7 @@ fn tamper(body: &[u8]) -> Vec<u8> {
     out
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R5, R6, SPEC §3: tampered body, wrong secret, missing or malformed header, stale and
     /// future timestamps answer 401 with their code, forward nothing, and do not burn the
     /// identity: a valid copy afterwards is accepted.
@@ -269,7 +269,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R3: a Stripe header with several `v1` where only one matches is accepted; a source with
     /// two active secrets accepts a delivery signed by either, and records which key matched.
     fn key_rotation_any_active_key_verifies(io: Io) {
@@ -323,7 +323,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R10, R12, SPEC §3: 32 concurrent copies of one new event over separate connections:
     /// exactly one `accepted`, 31 `duplicate`, exactly one forward.
     fn concurrent_copies_admit_exactly_once(io: Io) {
@@ -364,7 +364,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// R11: the same id with a different body is a conflict (409); the first binding is
     /// untouched: one forward, with the first body, and the first body is still a duplicate.
     fn same_id_different_body_is_a_conflict(io: Io) {
@@ -388,7 +388,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// SPEC §3: keep-alive with pipelined requests in one write answered in order; a chunked
     /// body verified over its de-chunked bytes; `Expect: 100-continue` gets `100 Continue`
     /// before the body is sent, then the final answer — all on one connection.
@@ -469,7 +469,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// SPEC §3, R13, R23, R24: answers decided before or without admission: 413 from the
     /// declared length before the body is sent, 413 for an over-long chunked body, 431, 405,
     /// 404, and 400 `schema_rejected` for a non-JSON body or one without an id. Nothing is
@@ -534,7 +534,7 @@ on_both_io! {
     }
 }
 
-on_both_io! {
+on_both_io_and_postgres! {
     /// An HTTP/1.0 client keeps its connection only when the answer says `Connection:
     /// keep-alive` (RFC 9112 §9.3): two requests on one HTTP/1.0 keep-alive connection.
     fn http10_keep_alive_is_stated_and_kept(io: Io) {

@@ -33,6 +33,32 @@ macro_rules! on_both_io {
     };
 }
 
+/// As `on_both_io!`, plus `$name::postgres`: epoll with `ledger.backend = "postgres"` on a
+/// throwaway PostgreSQL server (`pg.rs`) that `Setup::new` picks up.
+macro_rules! on_both_io_and_postgres {
+    ($(#[$meta:meta])* fn $name:ident($io:ident: Io) $body:block) => {
+        $(#[$meta])*
+        fn $name($io: crate::harness::Io) $body
+
+        mod $name {
+            #[test]
+            fn io_uring() {
+                super::$name(crate::harness::Io::IoUring);
+            }
+
+            #[test]
+            fn epoll() {
+                super::$name(crate::harness::Io::Epoll);
+            }
+
+            #[test]
+            fn postgres() {
+                crate::pg::with_postgres(|| super::$name(crate::harness::Io::Epoll));
+            }
+        }
+    };
+}
+
 mod admin;
 mod batches;
 mod client;
@@ -47,9 +73,12 @@ mod lifecycle;
 mod loadgen;
 mod logs;
 mod metrics;
+mod nats;
 mod observability;
 mod operator;
 mod ordering;
+mod pg;
+mod pg_cluster;
 mod providers;
 mod providers_more;
 mod reload;

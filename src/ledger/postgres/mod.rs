@@ -1,0 +1,777 @@
+//! The PostgreSQL ledger (issue 8): one database shared by several hookwall nodes, so a
+//! provider's retry landing on any node is still a duplicate (R16).
+//!
+//! Same decisions, codes and guarantees as the RocksDB ledger at the same seams: ingress
+//! hands [`Admission`]s to [`PgLedger::admit`], the dispatcher reads and settles through
+//! [`Inbox`]. Admission: `pool_size - 1` writer threads take admissions from one bounded queue;
+//! each drains up to `COMMIT_BATCH_MAX` and decides them in ONE transaction with ONE multi-row
+//! `INSERT … ON CONFLICT DO NOTHING RETURNING` (group commit over the network). The primary
+//! key `(tenant, source, event_id)` is the single source of truth: the rows the INSERT did not
+//! return already existed (committed, possibly by another node a moment ago: PostgreSQL makes
+//! the INSERT wait for a conflicting in-flight transaction), and their stored fingerprint
+//! decides duplicate or conflict (quarantined in the same transaction). Replies run after the
+//! COMMIT returned; a failed transaction answers its whole batch `Unavailable` (R15).
+//!
+//! Dispatch: the remaining connection leases due rows with `FOR UPDATE SKIP LOCKED`, moving
+//! their `due_ms` to the lease deadline, so rows leased by a node that dies become due again
+//! for every node after `ledger.lease`, and are delivered with the same `Idempotency-Key`.
+//! Settlements are written by the same connection's thread.
+//!
+//! The gauges `inbox_pending` and `dlq_depth` are this node's view: raised by its admissions,
+//! lowered by its settlements (the shared totals are a `SELECT count(*)` away).
+
+pub mod schema;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, select, Receiver, Sender};
+use postgres::{Client, NoTls, Statement};
+
+use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
+use crate::limits::{COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
+use crate::metrics::Metrics;
+
+/// Longest a connection attempt may take before the node counts the database unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Wait before a writer whose connection broke tries to connect again.
+const RECONNECT_WAIT: Duration = Duration::from_millis(200);
+
+/// How to open the PostgreSQL ledger.
+pub struct PgOptions {
+    /// `ledger.url`.
+    pub url: String,
+    /// `ledger.pool_size` (>= 2): one dispatch connection, the rest admission writers.
+    pub pool_size: usize,
+    /// `ledger.lease`.
+    pub lease: Duration,
+    /// `(tenant, source id)` by source index: splits an idempotency key into the identity
+    /// columns, and maps a row back to this node's source index.
+    pub sources: Vec<(String, String)>,
+    /// Notified after a commit that made something due (the dispatcher's wake-up).
+    pub notify: Arc<tokio::sync::Notify>,
+    /// This node's name in `lease_owner` (diagnostics only; leases are judged by time).
+    pub node: String,
+}
+
+/// Opening failures.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// Connecting or a start-up statement failed.
+    #[error("PostgreSQL: {}", schema::describe(.0))]
+    Db(#[from] postgres::Error),
+    /// The schema is not the one this binary serves on.
+    #[error("{0}")]
+    Schema(#[from] schema::SchemaError),
+    /// A thread could not be started.
+    #[error("cannot start a PostgreSQL ledger thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// Connects to `url` (no TLS: see `docs/postgres.md`).
+///
+/// # Errors
+/// The driver's error (unreachable, authentication, bad URL).
+pub fn connect(url: &str) -> Result<Client, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    config.application_name("hookwall");
+    config.connect(NoTls)
+}
+
+/// A dispatch-thread request.
+enum Job {
+    Settle(Settlement),
+    Reject(RejectedRecord),
+}
+
+struct Shared {
+    opts: PgOptions,
+    healthy: AtomicBool,
+    stopped: AtomicBool,
+    commit_ns: AtomicU64,
+    item_ns: AtomicU64,
+    writers: usize,
+    metrics: Arc<Metrics>,
+    rejects_dropped: AtomicU64,
+}
+
+struct PgInner {
+    shared: Arc<Shared>,
+    admit: Sender<Admission>,
+    jobs: Sender<Job>,
+    stop: Mutex<Vec<Sender<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The dispatcher's lease connection (its scans run on a blocking-pool thread).
+    lease: Mutex<Option<Client>>,
+}
+
+/// The PostgreSQL ledger handle. Cheap to clone; dropping the last clone stops its threads.
+#[derive(Clone)]
+pub struct PgLedger {
+    inner: Arc<PgInner>,
+}
+
+impl PgLedger {
+    /// Connects, checks the schema version ([`schema::check`]) and starts `pool_size - 1`
+    /// admission writers (`ledger-pg-{n}`) and one settlement thread (`ledger-pg-settle`).
+    ///
+    /// # Errors
+    /// [`PgError::Db`] when the database is unreachable, [`PgError::Schema`] when it is not
+    /// migrated to this binary's version, [`PgError::Spawn`].
+    pub fn open(opts: PgOptions, metrics: Arc<Metrics>) -> Result<PgLedger, PgError> {
+        let mut lease = connect(&opts.url)?;
+        schema::check(&mut lease)?;
+        let writers = opts.pool_size.saturating_sub(1).max(1);
+        let shared = Arc::new(Shared {
+            opts,
+            healthy: AtomicBool::new(true),
+            stopped: AtomicBool::new(false),
+            commit_ns: AtomicU64::new(0),
+            item_ns: AtomicU64::new(0),
+            writers,
+            metrics,
+            rejects_dropped: AtomicU64::new(0),
+        });
+        let (admit_tx, admit_rx) = bounded::<Admission>(SHARD_QUEUE_MAX);
+        let (jobs_tx, jobs_rx) = bounded::<Job>(SETTLE_QUEUE_MAX);
+        let (mut stops, mut threads) = (Vec::new(), Vec::new());
+        for n in 0..writers {
+            let (stop_tx, stop_rx) = bounded::<()>(1);
+            let (shared, rx) = (Arc::clone(&shared), admit_rx.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("ledger-pg-{n}"))
+                .spawn(move || admission_writer(&shared, &rx, &stop_rx))
+                .map_err(PgError::Spawn)?;
+            stops.push(stop_tx);
+            threads.push(t);
+        }
+        let (stop_tx, stop_rx) = bounded::<()>(1);
+        let settle_shared = Arc::clone(&shared);
+        let t = std::thread::Builder::new()
+            .name("ledger-pg-settle".into())
+            .spawn(move || settle_writer(&settle_shared, &jobs_rx, &stop_rx))
+            .map_err(PgError::Spawn)?;
+        stops.push(stop_tx);
+        threads.push(t);
+        let inner = PgInner {
+            shared,
+            admit: admit_tx,
+            jobs: jobs_tx,
+            stop: Mutex::new(stops),
+            threads: Mutex::new(threads),
+            lease: Mutex::new(Some(lease)),
+        };
+        Ok(PgLedger { inner: Arc::new(inner) })
+    }
+
+    /// Queues `a` for an admission writer without blocking; the writer calls `a.reply` exactly
+    /// once, after the COMMIT (R14).
+    ///
+    /// # Errors
+    /// Gives `a` back, its reply NOT called, when the queue (`SHARD_QUEUE_MAX`) is full or the
+    /// ledger is shut down: the caller answers 503 `overloaded`.
+    #[allow(clippy::result_large_err, reason = "the refused admission goes back by value")]
+    pub fn admit(&self, a: Admission) -> Result<(), Admission> {
+        if self.inner.shared.stopped.load(Ordering::SeqCst) {
+            return Err(a);
+        }
+        self.inner.admit.try_send(a).map_err(crossbeam_channel::TrySendError::into_inner)
+    }
+
+    /// The estimated wait of an admission handed over now (see `Ledger::admission_wait`): the
+    /// queue is shared by every writer, so the queue ahead is divided among them.
+    pub fn admission_wait(&self) -> Duration {
+        let shared = &self.inner.shared;
+        let ahead = self.inner.admit.len() / shared.writers;
+        super::handle::estimate_wait(
+            ahead,
+            shared.commit_ns.load(Ordering::Relaxed),
+            shared.item_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// An admission was shed on [`PgLedger::admission_wait`]'s word: the learned costs decay
+    /// by 1/8 (as the RocksDB ledger's do).
+    pub fn shed(&self) {
+        let shared = &self.inner.shared;
+        for cost in [&shared.commit_ns, &shared.item_ns] {
+            let v = cost.load(Ordering::Relaxed);
+            cost.store(v - v / 8, Ordering::Relaxed);
+        }
+    }
+
+    /// Records a refused body, minimised (R23), best effort.
+    pub fn reject(&self, r: RejectedRecord) {
+        let shared = &self.inner.shared;
+        if shared.stopped.load(Ordering::SeqCst)
+            || self.inner.jobs.try_send(Job::Reject(r)).is_err()
+        {
+            shared.rejects_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// False after a failed transaction until a later one succeeds, and after shutdown.
+    pub fn healthy(&self) -> bool {
+        let shared = &self.inner.shared;
+        shared.healthy.load(Ordering::SeqCst) && !shared.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting, lets each thread finish its current transaction, and joins them.
+    /// Items still queued are answered `Unavailable` / `false`. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+impl PgInner {
+    fn shutdown(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        for stop in self.stop.lock().expect("stop list lock is never poisoned").drain(..) {
+            let _ = stop.try_send(());
+        }
+        let threads =
+            std::mem::take(&mut *self.threads.lock().expect("thread list lock is never poisoned"));
+        let me = std::thread::current().id();
+        for t in threads {
+            if t.thread().id() != me && t.join().is_err() {
+                tracing::error!(
+                    code = "ledger_writer_panicked",
+                    "A PostgreSQL ledger thread ended by panicking."
+                );
+            }
+        }
+    }
+}
+
+impl Drop for PgInner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Splits `key` (`tenant/source/event id`) of source `index` into its identity columns.
+fn identity<'k>(
+    sources: &'k [(String, String)],
+    index: u32,
+    key: &'k str,
+) -> Option<(&'k str, &'k str, &'k str)> {
+    let (tenant, source) = sources.get(index as usize)?;
+    let rest = key.strip_prefix(tenant.as_str())?.strip_prefix('/')?;
+    let event_id = rest.strip_prefix(source.as_str())?.strip_prefix('/')?;
+    Some((tenant, source, event_id))
+}
+
+fn as_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn as_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// A connection kept by a thread, reconnected after it broke.
+struct Conn {
+    url: String,
+    client: Option<(Client, Statements)>,
+}
+
+/// The statements a thread prepares once per connection.
+struct Statements {
+    insert: Statement,
+    existing: Statement,
+    quarantine: Statement,
+}
+
+const INSERT: &str = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
+        fingerprint, event_type, secret_id, signed_at, received_at_ms, content_type, body,
+        state, attempts, due_ms)
+    SELECT t, s, e, q, i, f, ty, k, sa, r, ct, b, 'received', 0, $13
+    FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::INT8[], $5::INT4[], $6::BYTEA[],
+        $7::TEXT[], $8::TEXT[], $9::INT8[], $10::INT8[], $11::BYTEA[], $12::BYTEA[])
+        AS x (t, s, e, q, i, f, ty, k, sa, r, ct, b)
+    ON CONFLICT (tenant, source, event_id) DO NOTHING
+    RETURNING seq";
+
+const EXISTING: &str = "SELECT ev.tenant, ev.source, ev.event_id, ev.fingerprint
+    FROM hookwall_events AS ev
+    JOIN unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) AS x (t, s, e)
+        ON ev.tenant = x.t AND ev.source = x.s AND ev.event_id = x.e";
+
+const QUARANTINE: &str = "INSERT INTO hookwall_quarantine (tenant, source, event_id,
+        fingerprint, received_at_ms)
+    SELECT t, s, e, f, $5 FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BYTEA[])
+        AS x (t, s, e, f)
+    ON CONFLICT DO NOTHING";
+
+impl Conn {
+    fn get(&mut self) -> Result<&mut (Client, Statements), postgres::Error> {
+        if self.client.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+            self.client = None;
+        }
+        if self.client.is_none() {
+            let mut c = connect(&self.url)?;
+            let statements = Statements {
+                insert: c.prepare(INSERT)?,
+                existing: c.prepare(EXISTING)?,
+                quarantine: c.prepare(QUARANTINE)?,
+            };
+            self.client = Some((c, statements));
+        }
+        Ok(self.client.as_mut().expect("connected just above"))
+    }
+}
+
+/// One admission writer: drain, decide in one transaction, commit, reply.
+fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<()>) {
+    let mut conn = Conn { url: shared.opts.url.clone(), client: None };
+    loop {
+        let first = select! {
+            recv(rx) -> a => match a { Ok(a) => a, Err(_) => return },
+            recv(stop) -> _ => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < COMMIT_BATCH_MAX {
+            match rx.try_recv() {
+                Ok(a) => batch.push(a),
+                Err(_) => break,
+            }
+        }
+        let started = crate::clock::monotonic();
+        let n = batch.len();
+        let decisions = match admit_batch(shared, &mut conn, &batch) {
+            Ok(d) => {
+                shared.healthy.store(true, Ordering::SeqCst);
+                d
+            }
+            Err(e) => {
+                shared.healthy.store(false, Ordering::SeqCst);
+                tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), events = n, "PostgreSQL admission transaction failed; its batch is answered unavailable.");
+                if conn.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
+                    conn.client = None;
+                    std::thread::sleep(RECONNECT_WAIT);
+                }
+                vec![Decision::Unavailable; n]
+            }
+        };
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        shared.commit_ns.store(ns, Ordering::Relaxed);
+        shared.item_ns.store(ns / u64::try_from(n).unwrap_or(1).max(1), Ordering::Relaxed);
+        record_commit(&shared.metrics, ns, n);
+        let accepted = decisions.contains(&Decision::Accepted);
+        for (a, d) in batch.iter().zip(&decisions) {
+            if let Some(g) = shared
+                .metrics
+                .ledger
+                .inbox_pending
+                .get(a.source as usize)
+                .filter(|_| *d == Decision::Accepted)
+            {
+                g.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for (a, d) in batch.into_iter().zip(decisions) {
+            (a.reply)(d);
+        }
+        if accepted {
+            shared.opts.notify.notify_one();
+        }
+    }
+    // Stopped: whatever is still queued was never decided.
+    while let Ok(a) = rx.try_recv() {
+        (a.reply)(Decision::Unavailable);
+    }
+}
+
+fn record_commit(metrics: &Metrics, ns: u64, events: usize) {
+    if let Ok(mut h) = metrics.ledger.commit_us.lock() {
+        h.saturating_record(ns / 1000);
+    }
+    if let Ok(mut h) = metrics.ledger.batch_events.lock() {
+        h.saturating_record(u64::try_from(events).unwrap_or(u64::MAX));
+    }
+}
+
+/// Decides `batch` in one transaction; the decisions are in `batch` order.
+fn admit_batch(
+    shared: &Shared,
+    conn: &mut Conn,
+    batch: &[Admission],
+) -> Result<Vec<Decision>, postgres::Error> {
+    let sources = &shared.opts.sources;
+    let now_ms = as_i64(crate::clock::now_unix_ms());
+    // The first copy of each key in the batch goes into the INSERT; later copies are decided
+    // against the binding that wins (a second row for one key in one INSERT is not portable).
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(batch.len());
+    let mut decisions = vec![Decision::Unavailable; batch.len()];
+    let mut cols = Columns::default();
+    let mut seq_of = HashMap::with_capacity(batch.len());
+    for (i, a) in batch.iter().enumerate() {
+        let Some(id) = identity(sources, a.source, &a.key) else {
+            tracing::error!(code = "ledger_key_unsplittable", source = a.source, "An idempotency key does not start with its source's tenant and id; answered unavailable.");
+            continue;
+        };
+        if first.contains_key(a.key.as_str()) {
+            continue;
+        }
+        first.insert(&a.key, i);
+        let seq = (rand::random::<u64>() >> 1).max(1);
+        seq_of.insert(as_i64(seq), i);
+        cols.push(id, as_i64(seq), a);
+    }
+    let (client, st) = conn.get()?;
+    let mut tx = client.transaction()?;
+    let inserted = tx.query(
+        &st.insert,
+        &[
+            &cols.tenant,
+            &cols.source,
+            &cols.event_id,
+            &cols.seq,
+            &cols.source_index,
+            &cols.fingerprint,
+            &cols.event_type,
+            &cols.secret_id,
+            &cols.signed_at,
+            &cols.received_at_ms,
+            &cols.content_type,
+            &cols.body,
+            &now_ms,
+        ],
+    )?;
+    // The winning fingerprint of every key of the batch.
+    let mut bound: HashMap<String, [u8; 32]> = HashMap::with_capacity(first.len());
+    for row in &inserted {
+        if let Some(&i) = seq_of.get(&row.get::<_, i64>(0)) {
+            decisions[i] = Decision::Accepted;
+            bound.insert(batch[i].key.clone(), batch[i].fingerprint);
+        }
+    }
+    if bound.len() < first.len() {
+        let existing = tx.query(&st.existing, &[&cols.tenant, &cols.source, &cols.event_id])?;
+        for row in existing {
+            let key = format!(
+                "{}/{}/{}",
+                row.get::<_, &str>(0),
+                row.get::<_, &str>(1),
+                row.get::<_, &str>(2)
+            );
+            if let Ok(fp) = <[u8; 32]>::try_from(row.get::<_, &[u8]>(3)) {
+                bound.entry(key).or_insert(fp);
+            }
+        }
+    }
+    let mut q = Columns::default();
+    for (i, a) in batch.iter().enumerate() {
+        if decisions[i] == Decision::Accepted {
+            continue;
+        }
+        let (Some(fp), Some(id)) = (bound.get(&a.key), identity(sources, a.source, &a.key)) else {
+            // Not inserted and not found (removed in between): the provider retries.
+            continue;
+        };
+        if *fp == a.fingerprint {
+            decisions[i] = Decision::Duplicate;
+        } else {
+            decisions[i] = Decision::Conflict;
+            q.tenant.push(id.0.to_owned());
+            q.source.push(id.1.to_owned());
+            q.event_id.push(id.2.to_owned());
+            q.fingerprint.push(a.fingerprint.to_vec());
+        }
+    }
+    if !q.tenant.is_empty() {
+        tx.execute(&st.quarantine, &[&q.tenant, &q.source, &q.event_id, &q.fingerprint, &now_ms])?;
+    }
+    tx.commit()?;
+    Ok(decisions)
+}
+
+/// The INSERT's parameter arrays, one element per admitted key.
+#[derive(Default)]
+struct Columns {
+    tenant: Vec<String>,
+    source: Vec<String>,
+    event_id: Vec<String>,
+    seq: Vec<i64>,
+    source_index: Vec<i32>,
+    fingerprint: Vec<Vec<u8>>,
+    event_type: Vec<Option<String>>,
+    secret_id: Vec<String>,
+    signed_at: Vec<Option<i64>>,
+    received_at_ms: Vec<i64>,
+    content_type: Vec<Option<Vec<u8>>>,
+    body: Vec<Vec<u8>>,
+}
+
+impl Columns {
+    fn push(&mut self, id: (&str, &str, &str), seq: i64, a: &Admission) {
+        self.tenant.push(id.0.to_owned());
+        self.source.push(id.1.to_owned());
+        self.event_id.push(id.2.to_owned());
+        self.seq.push(seq);
+        self.source_index.push(i32::try_from(a.source).unwrap_or(i32::MAX));
+        self.fingerprint.push(a.fingerprint.to_vec());
+        self.event_type.push(a.event_type.clone());
+        self.secret_id.push(a.secret_id.clone());
+        self.signed_at.push(a.signed_at);
+        self.received_at_ms.push(as_i64(a.received_at_ms));
+        self.content_type.push(a.content_type.clone());
+        self.body.push(a.body.clone());
+    }
+}
+
+const SETTLE_DELIVERED: &str = "UPDATE hookwall_events SET state = 'delivered', attempts = $2,
+    due_ms = NULL, lease_owner = NULL, settled_at_ms = $3 WHERE seq = $1 AND due_ms = $4
+    RETURNING source_index";
+const SETTLE_RETRY: &str = "UPDATE hookwall_events SET state = 'failed', attempts = $2,
+    due_ms = $3, lease_owner = NULL, last_error = $5 WHERE seq = $1 AND due_ms = $4";
+const SETTLE_DEAD: &str = "UPDATE hookwall_events SET state = 'dead', attempts = $2,
+    due_ms = NULL, lease_owner = NULL, settled_at_ms = $3, last_error = $5
+    WHERE seq = $1 AND due_ms = $4 RETURNING source_index";
+const REJECT: &str = "INSERT INTO hookwall_rejected (id, source, received_at_ms, reason,
+    event_id, body_bytes, fingerprint) VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT DO NOTHING";
+
+/// The settlement thread: drains settlements and rejected records, writes them in one
+/// transaction, replies. A settlement guarded by `due_ms = $4` changes nothing when the lease
+/// expired and another node leased the event again: that node's attempt settles it (the
+/// downstream sees the same `Idempotency-Key` twice, at-least-once, R21).
+fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
+    let mut client: Option<Client> = None;
+    loop {
+        let first = select! {
+            recv(rx) -> j => match j { Ok(j) => j, Err(_) => return },
+            recv(stop) -> _ => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < COMMIT_BATCH_MAX {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let ok = match settle_batch(shared, &mut client, &batch) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), "PostgreSQL settlement transaction failed; the attempts will be repeated.");
+                if client.as_ref().is_none_or(Client::is_closed) {
+                    client = None;
+                    std::thread::sleep(RECONNECT_WAIT);
+                }
+                false
+            }
+        };
+        for job in batch {
+            if let Job::Settle(s) = job {
+                (s.reply)(ok);
+            }
+        }
+    }
+    while let Ok(job) = rx.try_recv() {
+        if let Job::Settle(s) = job {
+            (s.reply)(false);
+        }
+    }
+}
+
+fn settle_batch(
+    shared: &Shared,
+    client: &mut Option<Client>,
+    batch: &[Job],
+) -> Result<(), postgres::Error> {
+    if client.as_ref().is_some_and(Client::is_closed) {
+        *client = None;
+    }
+    if client.is_none() {
+        *client = Some(connect(&shared.opts.url)?);
+    }
+    let c = client.as_mut().expect("connected just above");
+    let now_ms = as_i64(crate::clock::now_unix_ms());
+    let mut tx = c.transaction()?;
+    // (source index, dead) of every event this batch settled: the node's gauges.
+    let mut settled = Vec::new();
+    for job in batch {
+        match job {
+            Job::Settle(s) => {
+                let attempts = i32::try_from(s.attempts).unwrap_or(i32::MAX);
+                let (seq, due) = (as_i64(s.seq), as_i64(s.due_ms));
+                match &s.outcome {
+                    Outcome::Delivered { at_ms } => {
+                        let rows =
+                            tx.query(SETTLE_DELIVERED, &[&seq, &attempts, &as_i64(*at_ms), &due])?;
+                        settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), false)));
+                    }
+                    Outcome::Retry { next_ms, error } => {
+                        let next = as_i64(*next_ms);
+                        tx.execute(SETTLE_RETRY, &[&seq, &attempts, &next, &due, error])?;
+                    }
+                    Outcome::Dead { error } => {
+                        let rows =
+                            tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, error])?;
+                        settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), true)));
+                    }
+                }
+            }
+            Job::Reject(r) => {
+                let id = as_i64((rand::random::<u64>() >> 1).max(1));
+                let source = shared
+                    .opts
+                    .sources
+                    .get(r.source as usize)
+                    .map_or_else(String::new, |(_, s)| s.clone());
+                let bytes = as_i64(u64::try_from(r.body_bytes).unwrap_or(u64::MAX));
+                tx.execute(
+                    REJECT,
+                    &[
+                        &id,
+                        &source,
+                        &as_i64(r.received_at_ms),
+                        &r.reason,
+                        &r.event_id,
+                        &bytes,
+                        &r.fingerprint.as_slice(),
+                    ],
+                )?;
+            }
+        }
+    }
+    tx.commit()?;
+    let ledger = &shared.metrics.ledger;
+    for (source, dead) in settled {
+        let Ok(i) = usize::try_from(source) else { continue };
+        if let Some(g) = ledger.inbox_pending.get(i) {
+            g.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(g) = ledger.dlq_depth.get(i).filter(|_| dead) {
+            g.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
+    WHERE seq IN (
+        SELECT seq FROM hookwall_events WHERE due_ms <= $1 ORDER BY due_ms LIMIT $4
+        FOR UPDATE SKIP LOCKED)
+    RETURNING seq, due_ms, tenant, source, event_id, source_index, attempts, received_at_ms,
+        secret_id, signed_at, content_type, body";
+
+impl PgLedger {
+    /// Runs `f` on the lease connection, connecting first when needed; a failed statement
+    /// drops a broken connection so the next call reconnects.
+    fn with_lease<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, String> {
+        let mut guard = self.inner.lease.lock().map_err(|_| "lease lock poisoned".to_owned())?;
+        if guard.as_ref().is_some_and(Client::is_closed) {
+            *guard = None;
+        }
+        if guard.is_none() {
+            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| schema::describe(&e))?);
+        }
+        let client = guard.as_mut().expect("connected just above");
+        let result = f(client).map_err(|e| schema::describe(&e));
+        if result.is_err() && client.is_closed() {
+            *guard = None;
+        }
+        result
+    }
+}
+
+impl Inbox for PgLedger {
+    fn shards(&self) -> usize {
+        1
+    }
+
+    /// Leases up to `limit` due rows (`FOR UPDATE SKIP LOCKED`: rows another node is leasing
+    /// right now are skipped, not waited for) by moving their due time to `now + lease`. `from`
+    /// is ignored: the partial index on pending rows has no settled head to skip.
+    fn due(
+        &self,
+        _shard: usize,
+        _from: Option<(u64, u64)>,
+        now_ms: u64,
+        limit: usize,
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<DueEvent>, String> {
+        let shared = &self.inner.shared;
+        let lease_ms = u64::try_from(shared.opts.lease.as_millis()).unwrap_or(u64::MAX);
+        let deadline = as_i64(now_ms.saturating_add(lease_ms));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.with_lease(|c| {
+            c.query(LEASE, &[&as_i64(now_ms), &deadline, &shared.opts.node, &limit])
+        })?;
+        let sources = &shared.opts.sources;
+        let mut events: Vec<DueEvent> = rows
+            .iter()
+            .map(|row| {
+                let (tenant, source) = (row.get::<_, &str>(2), row.get::<_, &str>(3));
+                let index = sources
+                    .iter()
+                    .position(|(t, s)| t == tenant && s == source)
+                    .and_then(|i| u32::try_from(i).ok())
+                    .unwrap_or_else(|| u32::try_from(row.get::<_, i32>(5)).unwrap_or(u32::MAX));
+                DueEvent {
+                    shard: 0,
+                    seq: as_u64(row.get(0)),
+                    due_ms: as_u64(row.get(1)),
+                    key: format!("{tenant}/{source}/{}", row.get::<_, &str>(4)),
+                    source: index,
+                    attempts: u32::try_from(row.get::<_, i32>(6)).unwrap_or(0),
+                    received_at_ms: as_u64(row.get(7)),
+                    secret_id: row.get(8),
+                    signed_at: row.get(9),
+                    content_type: row.get(10),
+                    body: row.get::<_, Option<Vec<u8>>>(11).unwrap_or_default(),
+                    // No ordering index on PostgreSQL (config refuses `ordering_key` there).
+                    ordering: None,
+                }
+            })
+            .filter(|e| !skip(e.seq))
+            .collect();
+        events.sort_by_key(|e| (e.received_at_ms, e.seq));
+        Ok(events)
+    }
+
+    fn next_due_after(&self, _shard: usize, after_ms: u64) -> Option<u64> {
+        let row = self
+            .with_lease(|c| {
+                c.query_one(
+                    "SELECT min(due_ms) FROM hookwall_events WHERE due_ms > $1",
+                    &[&as_i64(after_ms)],
+                )
+            })
+            .ok()?;
+        row.get::<_, Option<i64>>(0).map(as_u64)
+    }
+
+    fn settle(&self, settlement: Settlement) -> Result<(), Settlement> {
+        if self.inner.shared.stopped.load(Ordering::SeqCst) {
+            return Err(settlement);
+        }
+        self.inner.jobs.try_send(Job::Settle(settlement)).map_err(|e| match e.into_inner() {
+            Job::Settle(s) => s,
+            Job::Reject(_) => unreachable!("a settlement was sent"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity;
+
+    #[test]
+    fn identity_splits_at_the_configured_tenant_and_source_only() {
+        let sources = vec![("acme".to_owned(), "stripe".to_owned())];
+        assert_eq!(identity(&sources, 0, "acme/stripe/evt/1"), Some(("acme", "stripe", "evt/1")));
+        assert_eq!(identity(&sources, 0, "acme/github/evt"), None);
+        assert_eq!(identity(&sources, 1, "acme/stripe/evt"), None);
+    }
+}

@@ -1,0 +1,150 @@
+//! Several hookwall nodes on one PostgreSQL ledger (issue 8): one identity is admitted once
+//! whichever node its copies reach, a node killed with SIGKILL loses nothing it acknowledged
+//! (another node delivers it after its lease), and the schema is checked at start-up.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use crate::harness::{self, stripe_a, Hookwall, Io, Setup, FORWARD_TIMEOUT};
+use crate::pg::Postgres;
+use crate::sign::{self, Provider};
+use crate::sink::{Script, Sink};
+
+fn node(dir: &std::path::Path, sink: &Sink, pg: &Postgres, lease: &'static str) -> Hookwall {
+    let mut setup = Setup::new(Io::Epoll, dir, &sink.url());
+    setup.postgres = Some(pg.url());
+    setup.lease = lease;
+    setup.ledger = dir.join("unused-rocksdb");
+    Hookwall::start(dir, &setup)
+}
+
+/// 64 concurrent copies of one event spread over two nodes: exactly one `accepted`, 63
+/// `duplicate`, one forward; a restarted node still answers duplicate.
+#[test]
+fn two_nodes_admit_64_concurrent_copies_exactly_once() {
+    let pg = Postgres::start();
+    let sink = Sink::start(Script::always(200));
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(d1.path(), &sink, &pg, "30s");
+    let mut b = node(d2.path(), &sink, &pg, "30s");
+    let source = stripe_a();
+    let id = sign::unique_id("evt_cluster");
+    let body = sign::body(Provider::Stripe, &id, "cluster");
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..64)
+            .map(|i| {
+                let (hw, source, id, body) =
+                    (if i % 2 == 0 { &a } else { &b }, &source, &id, &body);
+                s.spawn(move || hw.deliver(source, id, body).answer())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let accepted = answers.iter().filter(|x| **x == (200, "accepted".to_owned())).count();
+    let duplicate = answers.iter().filter(|x| **x == (200, "duplicate".to_owned())).count();
+    assert_eq!((accepted, duplicate), (1, 63), "answers: {answers:?}");
+    sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+    // A second event forwarded afterwards by the same path: the first is not forwarded again
+    // meanwhile (both nodes scan the same rows).
+    let marker = sign::unique_id("evt_marker");
+    let r = a.deliver(&source, &marker, &sign::body(Provider::Stripe, &marker, "m"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    sink.wait_for_key(&source.key(&marker), 1, FORWARD_TIMEOUT);
+    assert_eq!(sink.for_key(&source.key(&id)).len(), 1, "one forward for 64 copies");
+    // Restart one node: still a duplicate on both.
+    b.stop();
+    let b = node(d2.path(), &sink, &pg, "30s");
+    for hw in [&a, &b] {
+        assert_eq!(hw.deliver(&source, &id, &body).answer(), (200, "duplicate".to_owned()));
+    }
+    let other = sign::body(Provider::Stripe, &id, "different body");
+    assert_eq!(b.deliver(&source, &id, &other).answer().1, "conflict");
+}
+
+/// Node A acknowledges events while its destination hangs, is killed with SIGKILL; node B
+/// delivers every event A acknowledged (after A's leases expire), with the same key.
+#[test]
+fn a_killed_node_s_acknowledged_events_are_delivered_by_another() {
+    let pg = Postgres::start();
+    // A's destination accepts connections into its backlog and never answers: A leases
+    // events, starts attempts, and dies holding them.
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hang_url = format!("http://{}/hooks", hang.local_addr().unwrap());
+    let sink = Sink::start(Script::always(200));
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut setup = Setup::new(Io::Epoll, d1.path(), &hang_url);
+    setup.postgres = Some(pg.url());
+    setup.lease = "3s";
+    setup.destination_timeout = "2s";
+    let mut a = Hookwall::start(d1.path(), &setup);
+    let source = stripe_a();
+    let mut acked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Under load: 200 events, then the kill while A is mid-attempt on some of them.
+    for n in 0..200 {
+        let id = sign::unique_id(&format!("evt_kill{n}"));
+        let r = a.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "k"));
+        if r.answer() == (200, "accepted".to_owned()) {
+            acked.push(source.key(&id));
+        }
+        assert!(Instant::now() < deadline, "admissions too slow");
+    }
+    assert_eq!(acked.len(), 200, "every event accepted before the kill");
+    let mut db = pg.client();
+    let mut leased = || -> i64 {
+        let row = db
+            .query_one("SELECT count(*) FROM hookwall_events WHERE lease_owner IS NOT NULL", &[])
+            .unwrap();
+        row.get(0)
+    };
+    let lease_deadline = Instant::now() + FORWARD_TIMEOUT;
+    while leased() == 0 {
+        assert!(Instant::now() < lease_deadline, "node A leased nothing");
+        std::thread::sleep(Duration::from_millis(20)); // poll interval
+    }
+    a.kill9();
+    let b = node(d2.path(), &sink, &pg, "3s");
+    for key in &acked {
+        sink.wait_for_key(key, 1, Duration::from_secs(90));
+    }
+    let seen: HashSet<String> = acked.iter().cloned().collect();
+    assert_eq!(seen.len(), 200);
+    drop(b);
+}
+
+/// `serve` refuses an unmigrated database with an error naming `hookwall migrate`; after
+/// `migrate` it serves, and a second `migrate` is a no-op.
+#[test]
+fn serve_refuses_an_unmigrated_schema_and_migrate_is_idempotent() {
+    let pg = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(Io::Epoll, dir.path(), "http://127.0.0.1:9/");
+    setup.postgres = Some(pg.url());
+    let config = dir.path().join("hookwall.toml");
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    std::fs::write(&config, setup.toml(addr, addr)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["serve", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served on an unmigrated schema: {stderr}");
+    assert!(
+        stderr.contains("schema is at version 0") && stderr.contains("hookwall migrate"),
+        "{stderr}"
+    );
+    let first = harness::migrate(&config);
+    assert!(String::from_utf8_lossy(&first.stdout).contains("migrated from version 0"));
+    let second = harness::migrate(&config);
+    assert!(String::from_utf8_lossy(&second.stdout).contains("already at version"));
+    // A newer schema (as a later hookwall would leave it) is refused too.
+    pg.client().execute("INSERT INTO hookwall_schema VALUES (999, 'future', 0)", &[]).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["serve", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("newer than this hookwall"), "{stderr}");
+}
