@@ -6,9 +6,11 @@
 //! that owns its keys (invariant 3): it drains its bounded queue, decides every claim of the
 //! drain (two copies of one key in the same drain included), writes one `WriteBatch` with
 //! `sync = true` (group commit), and only then replies. Nothing is acknowledged before that
-//! write returned (invariant 1, R14).
+//! write returned (invariant 1, R14). What the writer decides is sans-IO code (`decide.rs`),
+//! shared with the deterministic simulator (`tests/sim`).
 
 mod codec;
+pub mod decide;
 mod handle;
 mod read;
 mod store;
