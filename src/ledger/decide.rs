@@ -240,6 +240,28 @@ impl Shard {
         }
     }
 
+    /// Shard `shard`'s decisions resumed from what `s` durably holds (its next seq and DLQ
+    /// counters in `meta`), as the ledger's start-up reads them (`store::load_next_seq`,
+    /// `store::load_dlq`): what the simulator does after a crash.
+    ///
+    /// # Errors
+    /// A failed read. A corrupt counter panics.
+    pub fn recover<S: ShardStore>(
+        s: &S,
+        shard: usize,
+        rules: std::sync::Arc<Rules>,
+    ) -> Result<Shard, S::Error> {
+        let parse = |v: &[u8]| codec::parse_u64(v).expect("meta counters are 8 bytes");
+        let next_seq = s.get(Col::Meta, &store::meta_seq(shard), parse)?.unwrap_or(0);
+        let mut dlq = HashMap::new();
+        for (i, id) in rules.source_ids.iter().enumerate() {
+            if let Some(n) = s.get(Col::Meta, &store::meta_dlq(shard, id), parse)? {
+                dlq.insert(u32::try_from(i).expect("source count is bounded by config"), n);
+            }
+        }
+        Ok(Shard::new(shard, next_seq, dlq, rules))
+    }
+
     /// The next inbox seq to give out.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
@@ -434,32 +456,29 @@ impl Shard {
     }
 
     /// The key and source of the inbox record behind schedule entry (`due_ms`, `seq`), and its
-    /// claim; either missing is a broken invariant.
+    /// claim. A failed read is an operating error (the settlement is refused and its attempt
+    /// repeated); a missing or undecodable record is a broken invariant (panic).
     fn load_settled<S: ShardStore>(
         &self,
         s: &S,
         d: &Drain<S::Batch>,
         due_ms: u64,
         seq: u64,
-    ) -> (String, Claim) {
+    ) -> Result<(String, Claim), S::Error> {
         let context = |what: &str| {
             format!("ledger shard {}: schedule entry (due {due_ms}, seq {seq}): {what}", self.shard)
         };
         let head = s
-            .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox_head)
-            .unwrap_or_else(|e| panic!("{}", context(&format!("inbox read failed: {e}"))))
+            .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox_head)?
             .unwrap_or_else(|| panic!("{}", context("no inbox record")));
         let (key, _) =
             head.unwrap_or_else(|e| panic!("{}", context(&format!("inbox record: {e}"))));
         let claim = match d.claims.get(&key) {
             Some(c) => c.clone(),
-            None => self
-                .read_claim(s, &key)
-                .unwrap_or_else(|e| panic!("{}", context(&format!("claim read failed: {e}"))))
-                .unwrap_or_else(|| panic!("{}", context("no claim"))),
+            None => self.read_claim(s, &key)?.unwrap_or_else(|| panic!("{}", context("no claim"))),
         };
         assert_eq!(claim.seq, seq, "{}", context("claim points at another seq"));
-        (key, claim)
+        Ok((key, claim))
     }
 
     fn transition<S: ShardStore>(
@@ -469,7 +488,14 @@ impl Shard {
         st: Settlement,
         sk: [u8; 16],
     ) {
-        let (key, mut claim) = self.load_settled(s, d, st.due_ms, st.seq);
+        let (key, mut claim) = match self.load_settled(s, d, st.due_ms, st.seq) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's records; the settlement is refused.");
+                d.settlements.push((st.reply, false));
+                return;
+            }
+        };
         claim.attempts = st.attempts;
         self.record_attempt(s, d, st.seq, st.attempts, &st.outcome);
         s.delete(&mut d.batch, Col::Schedule, &sk);
@@ -788,6 +814,13 @@ pub struct ClaimView {
     pub fingerprint: [u8; 32],
     /// Admission time, Unix ms.
     pub received_at_ms: u64,
+    /// When the next attempt is due (its schedule entry), for unsettled events.
+    pub next_attempt_ms: Option<u64>,
+}
+
+/// The schedule key of (`due_ms`, `seq`) in [`Col::Schedule`].
+pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
+    codec::schedule_key(due_ms, seq)
 }
 
 /// The claim stored under `key`, decoded (`None` when absent).
@@ -803,6 +836,7 @@ pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Er
             attempts: c.attempts,
             fingerprint: c.fingerprint,
             received_at_ms: c.received_at_ms,
+            next_attempt_ms: c.next_attempt_ms,
         }
     })?)
 }
