@@ -36,6 +36,7 @@ macro_rules! on_both_io {
 mod admin;
 mod client;
 mod crashloop;
+mod diskfaults;
 mod diskfull;
 mod dispatch;
 mod durability;
