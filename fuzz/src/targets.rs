@@ -117,10 +117,8 @@ pub fn config_loader(data: &[u8]) {
 /// the delivery header and its fingerprint is over the RAW body (R11), never the decoded one.
 pub fn form_body(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else { return };
-    let source = sources()
-        .iter()
-        .find(|s| s.provider == Provider::Github)
-        .expect("a github source loads");
+    let source =
+        sources().iter().find(|s| s.provider == Provider::Github).expect("a github source loads");
     let content_type: &[u8] = match pick % 4 {
         0 => b"application/x-www-form-urlencoded",
         1 => b"Application/X-WWW-Form-Urlencoded; charset=utf-8",
@@ -144,7 +142,10 @@ pub fn form_body(data: &[u8]) {
         keep_alive: true,
     };
     let now = 1_767_225_600;
-    assert!(hookwall::verify::verify(source, &req, now).is_ok(), "a correctly signed body verifies");
+    assert!(
+        hookwall::verify::verify(source, &req, now).is_ok(),
+        "a correctly signed body verifies"
+    );
     if let Ok(inspected) = hookwall::inspect::inspect(source, &req) {
         assert_eq!(inspected.event_id, "72d3162e", "GitHub's id is the delivery header");
         let raw = ring::digest::digest(&ring::digest::SHA256, body);

@@ -55,6 +55,9 @@ pub enum Col {
     Rejected,
 }
 
+/// The visitor of [`ShardStore::scan`]: called with each key and value; `Break` stops the scan.
+pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'a;
+
 /// What the decisions read and how they write: one shard's view of the ledger. Implemented
 /// over RocksDB by the shard writer and in memory by the simulator.
 pub trait ShardStore {
@@ -84,7 +87,7 @@ pub trait ShardStore {
         col: Col,
         lower: &[u8],
         upper: &[u8],
-        each: &mut dyn FnMut(&[u8], &[u8]) -> ControlFlow<()>,
+        each: &mut Visit<'_>,
     ) -> Result<(), Self::Error>;
 
     /// Adds "put `key` = `value` in `col`" to `batch`.
@@ -828,7 +831,7 @@ pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
 /// # Errors
 /// A failed read. A claim that does not decode panics (broken invariant).
 pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Error> {
-    Ok(s.get(Col::Claims, key.as_bytes(), |v| {
+    s.get(Col::Claims, key.as_bytes(), |v| {
         let c = codec::decode_claim(v).expect("a stored claim decodes");
         ClaimView {
             state: c.state,
@@ -838,7 +841,7 @@ pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Er
             received_at_ms: c.received_at_ms,
             next_attempt_ms: c.next_attempt_ms,
         }
-    })?)
+    })
 }
 
 /// Up to `limit` due events of shard `shard` in the store, as `Inbox::due` yields them from

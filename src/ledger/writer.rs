@@ -8,14 +8,13 @@
 //! `Unavailable` (fail closed, R15) and every settlement `false`.
 
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{select, Receiver};
 use rocksdb::{WriteBatch, WriteOptions};
 
-use super::decide::{self, Col, Drain, Input, Rules, ShardStore};
+use super::decide::{self, Col, Drain, Input, Rules, ShardStore, Visit};
 use super::store::{self, Db, CF_AUDIT, CF_META, CF_QUARANTINE, CF_REJECTED};
 use super::{Admission, Decision, OpRefused, Operation, RejectedRecord, Settlement};
 use crate::clock;
@@ -215,7 +214,7 @@ impl ShardStore for RocksShard {
         col: Col,
         lower: &[u8],
         upper: &[u8],
-        each: &mut dyn FnMut(&[u8], &[u8]) -> ControlFlow<()>,
+        each: &mut Visit<'_>,
     ) -> Result<(), rocksdb::Error> {
         let mut opts = rocksdb::ReadOptions::default();
         opts.set_iterate_lower_bound(lower.to_vec());

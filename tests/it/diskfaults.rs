@@ -140,7 +140,12 @@ fn fails_closed_and_recovers(fault: Fault) {
     for n in 0..6 {
         let id = sign::unique_id("evt_during_fault");
         let r = post(&hw, &id, &padded_body(&id, n * 1024));
-        answers.push(format!("{} {} retry-after={:?}", r.status, r.code(), r.header("retry-after")));
+        answers.push(format!(
+            "{} {} retry-after={:?}",
+            r.status,
+            r.code(),
+            r.header("retry-after")
+        ));
         if r.status == 200 {
             acked.push(id);
         } else {

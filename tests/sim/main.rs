@@ -198,7 +198,7 @@ impl hookwall::ledger::decide::ShardStore for FailAfter<'_> {
         col: hookwall::ledger::decide::Col,
         lower: &[u8],
         upper: &[u8],
-        each: &mut dyn FnMut(&[u8], &[u8]) -> std::ops::ControlFlow<()>,
+        each: &mut hookwall::ledger::decide::Visit<'_>,
     ) -> Result<(), store::Fault> {
         self.faulty.scan(col, lower, upper, each)
     }

@@ -6,9 +6,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 
-use hookwall::ledger::decide::{Col, ShardStore};
+use hookwall::ledger::decide::{Col, ShardStore, Visit};
 
 /// Shard number of the global column families in a key.
 const GLOBAL: u16 = u16::MAX;
@@ -184,7 +183,7 @@ impl ShardStore for View<'_> {
         col: Col,
         lower: &[u8],
         upper: &[u8],
-        each: &mut dyn FnMut(&[u8], &[u8]) -> ControlFlow<()>,
+        each: &mut Visit<'_>,
     ) -> Result<(), Fault> {
         if self.fails() {
             return Err(Fault);

@@ -451,11 +451,11 @@ impl World {
                     ),
                     (Mode::Flaky, 75..=84) | (Mode::Hanging, _) => {
                         // A timeout: the destination may well have processed it (R21).
-                        (AttemptResult::Timeout, roll % 2 == 0, self.now + timeout)
+                        (AttemptResult::Timeout, roll.is_multiple_of(2), self.now + timeout)
                     }
                     (Mode::Flaky, _) => (
                         AttemptResult::Other("connection reset".to_owned()),
-                        roll % 3 == 0,
+                        roll.is_multiple_of(3),
                         self.now + latency,
                     ),
                     (Mode::Down, _) => {
