@@ -146,3 +146,34 @@ fn verify_headers_never_panics() {
 fn config_loader_never_panics() {
     smoke("config_loader", &config_corpus(), targets::config_loader);
 }
+
+fn form_corpus() -> Vec<Vec<u8>> {
+    vec![
+        b"\x00payload=%7B%22zen%22%3A%22x%22%7D".to_vec(),
+        b"\x01payload={\"a\":1}&other=2".to_vec(),
+        b"\x02payload=%7B%7D&payload=%7B%7D".to_vec(),
+        b"\x00a=1&b=%ZZ&payload=+%7B+%7D+".to_vec(),
+        b"\x03payload=%7B%7D".to_vec(),
+    ]
+}
+
+fn admin_json_corpus() -> Vec<Vec<u8>> {
+    vec![
+        b"{\"reason\": \"duplicate charge\"}".to_vec(),
+        b"  \n".to_vec(),
+        b"{\"reason\": null, \"x\": [1, 2]}".to_vec(),
+        b"{\"reason\": \"  \\u00e9t\\u00e9 \\ud83d\\ude00 \"}".to_vec(),
+        b"[\"reason\"]".to_vec(),
+        b"{\"reason\": 5}".to_vec(),
+    ]
+}
+
+#[test]
+fn form_body_never_panics() {
+    smoke("form_body", &form_corpus(), targets::form_body);
+}
+
+#[test]
+fn admin_json_never_panics() {
+    smoke("admin_json", &admin_json_corpus(), targets::admin_json);
+}

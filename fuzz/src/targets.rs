@@ -109,3 +109,70 @@ pub fn config_loader(data: &[u8]) {
         }
     }
 }
+
+/// GitHub form deliveries (`application/x-www-form-urlencoded`, the JSON in the single
+/// `payload` field), parsed as the inspector parses them: the input is the body (the first byte
+/// picks a spelling of the content type), correctly signed so it passes verification and
+/// reaches the form decoding. An accepted body has exactly one `payload` field, its event id is
+/// the delivery header and its fingerprint is over the RAW body (R11), never the decoded one.
+pub fn form_body(data: &[u8]) {
+    let Some((&pick, body)) = data.split_first() else { return };
+    let source =
+        sources().iter().find(|s| s.provider == Provider::Github).expect("a github source loads");
+    let content_type: &[u8] = match pick % 4 {
+        0 => b"application/x-www-form-urlencoded",
+        1 => b"Application/X-WWW-Form-Urlencoded; charset=utf-8",
+        2 => b"application/x-www-form-urlencoded ; q=1",
+        _ => b"application/x-www-form-urlencodedx",
+    };
+    let hookwall::verify::Key::Hmac(key) = &source.secrets[0].key else {
+        panic!("a github secret is an HMAC key");
+    };
+    let mac = ring::hmac::sign(key, body);
+    let req = Request {
+        method: "POST".to_owned(),
+        target: "/webhooks/s".to_owned(),
+        headers: vec![
+            ("content-type".to_owned(), content_type.to_vec()),
+            ("x-github-delivery".to_owned(), b"72d3162e".to_vec()),
+            ("x-github-event".to_owned(), b"push".to_vec()),
+            ("x-hub-signature-256".to_owned(), format!("sha256={}", hex::encode(mac)).into_bytes()),
+        ],
+        body: body.to_vec(),
+        keep_alive: true,
+    };
+    let now = 1_767_225_600;
+    assert!(
+        hookwall::verify::verify(source, &req, now).is_ok(),
+        "a correctly signed body verifies"
+    );
+    if let Ok(inspected) = hookwall::inspect::inspect(source, &req) {
+        assert_eq!(inspected.event_id, "72d3162e", "GitHub's id is the delivery header");
+        let raw = ring::digest::digest(&ring::digest::SHA256, body);
+        assert_eq!(inspected.fingerprint, raw.as_ref(), "the fingerprint is over the raw body");
+        if pick % 4 != 3 {
+            let payloads = form_urlencoded::parse(body).filter(|(n, _)| n == "payload").count();
+            assert_eq!(payloads, 1, "an admitted form has exactly one payload field");
+        }
+    }
+}
+
+/// The admin API's JSON request body (`{"reason": …}` of replay and drop): never panics; an
+/// accepted reason is trimmed, non-empty and within `REASON_BYTES_MAX`; a required reason is
+/// never missing; every refusal has its documented code.
+pub fn admin_json(data: &[u8]) {
+    use hookwall::admin::api::{parse_reason, REASON_BYTES_MAX};
+    for required in [false, true] {
+        match parse_reason(data, required) {
+            Ok(Some(reason)) => {
+                assert!(!reason.is_empty() && reason.len() <= REASON_BYTES_MAX);
+                assert_eq!(reason.trim(), reason, "reasons are trimmed");
+            }
+            Ok(None) => assert!(!required, "a required reason is present"),
+            Err(refused) => {
+                assert!(matches!(refused.code, "bad_body" | "reason_required"));
+                assert!(!refused.message.is_empty());
+            }
+        }
+    }
+}

@@ -146,36 +146,54 @@ async fn reason(
             return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", &message));
         }
     };
+    parse_reason(&body, required)
+        .map_err(|refused| error(StatusCode::BAD_REQUEST, refused.code, &refused.message))
+}
+
+/// Why an admin request body was refused: answered 400 with this `status` code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyRefused {
+    /// `bad_body` or `reason_required`.
+    pub code: &'static str,
+    /// What is wrong, for the operator.
+    pub message: String,
+}
+
+/// The `reason` of an admin request body (`POST /admin/events/{key}/replay|drop`, docs/admin.md):
+/// blank (only ASCII whitespace) means none; otherwise a JSON object whose `reason` is absent,
+/// `null` or a string (trimmed; blank means none) of at most [`REASON_BYTES_MAX`] bytes.
+///
+/// # Errors
+/// `bad_body` for anything else (not JSON, not an object, a non-string reason, too long);
+/// `reason_required` when `required` and there is no reason.
+pub fn parse_reason(body: &[u8], required: bool) -> Result<Option<String>, BodyRefused> {
+    let refuse = |code: &'static str, message: String| BodyRefused { code, message };
     let reason = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        let value: Value = serde_json::from_slice(&body).map_err(|e| {
-            let message = format!("the body must be JSON {{\"reason\": \"...\"}}: {e}");
-            error(StatusCode::BAD_REQUEST, "bad_body", &message)
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            refuse("bad_body", format!("the body must be JSON {{\"reason\": \"...\"}}: {e}"))
         })?;
         if !value.is_object() {
             let message = "the body must be a JSON object {\"reason\": \"...\"}";
-            return Err(error(StatusCode::BAD_REQUEST, "bad_body", message));
+            return Err(refuse("bad_body", message.to_owned()));
         }
         match value.get("reason") {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => Some(text.trim().to_owned()),
-            Some(_) => {
-                let message = "reason must be a string";
-                return Err(error(StatusCode::BAD_REQUEST, "bad_body", message));
-            }
+            Some(_) => return Err(refuse("bad_body", "reason must be a string".to_owned())),
         }
     };
     let reason = reason.filter(|r| !r.is_empty());
     if let Some(r) = &reason {
         if r.len() > REASON_BYTES_MAX {
             let message = format!("reason is {} bytes; at most {REASON_BYTES_MAX}", r.len());
-            return Err(error(StatusCode::BAD_REQUEST, "bad_body", &message));
+            return Err(refuse("bad_body", message));
         }
     }
     if required && reason.is_none() {
         let message = "a JSON body {\"reason\": \"...\"} with a non-empty reason is required";
-        return Err(error(StatusCode::BAD_REQUEST, "reason_required", message));
+        return Err(refuse("reason_required", message.to_owned()));
     }
     Ok(reason)
 }

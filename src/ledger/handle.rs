@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::codec::{self, DecodeError};
+use super::decide::{Rules, Spans};
 use super::store::{self, Db};
 use super::writer::{Queued, Queues, ShardCost, Shared, Writer};
 use super::{Admission, OpRefused, Operation, RejectedRecord, Settlement};
@@ -147,20 +148,26 @@ impl Ledger {
             writer_died: AtomicBool::new(false),
             metrics,
             notify: opts.notify,
-            source_ids: opts.source_ids,
+            rules: Arc::new(Rules {
+                source_ids: opts.source_ids,
+                retention: opts
+                    .retention
+                    .as_ref()
+                    .map(|r| Spans { payload: r.payload, dedupe: r.dedupe }),
+                audit_seq: AtomicU64::new(0),
+                order_stamp: AtomicU64::new(store::load_max_order_stamp(&db)?),
+            }),
             rejects_dropped: AtomicU64::new(0),
-            audit_seq: AtomicU64::new(0),
             sync: opts.sync,
             costs: (0..shards).map(|_| ShardCost::default()).collect(),
             retention: opts.retention,
-            order_stamp: AtomicU64::new(store::load_max_order_stamp(&db)?),
         });
         let mut writers = Vec::with_capacity(shards);
-        let mut pending = vec![0i64; shared.source_ids.len()];
-        let mut dead = vec![0i64; shared.source_ids.len()];
+        let mut pending = vec![0i64; shared.rules.source_ids.len()];
+        let mut dead = vec![0i64; shared.rules.source_ids.len()];
         for s in 0..shards {
             let next_seq = store::load_next_seq(&db, s)?;
-            let dlq = store::load_dlq(&db, s, &shared.source_ids)?;
+            let dlq = store::load_dlq(&db, s, &shared.rules.source_ids)?;
             add_counts(&mut dead, dlq.iter().map(|(&k, &v)| (k, i64::try_from(v).unwrap_or(0))));
             add_counts(&mut pending, store::count_pending(&db, s)?);
             writers.push(Writer::new(s, Arc::clone(&db), Arc::clone(&shared), next_seq, dlq));

@@ -7,10 +7,12 @@
 //! that owns its keys (invariant 3): it drains its bounded queue, decides every claim of the
 //! drain (two copies of one key in the same drain included), writes one `WriteBatch` with
 //! `sync = true` (group commit), and only then replies. Nothing is acknowledged before that
-//! write returned (invariant 1, R14).
+//! write returned (invariant 1, R14). What the writer decides is sans-IO code (`decide.rs`),
+//! shared with the deterministic simulator (`tests/sim`).
 
 mod any;
 mod codec;
+pub mod decide;
 mod handle;
 pub mod postgres;
 mod read;
@@ -19,12 +21,12 @@ mod writer;
 
 pub use any::LedgerHandle;
 pub use codec::{AttemptRecord, AuditRecord, DecodeError, EventState, OrderPlace};
+pub use decide::scope_of as ordering_scope;
 pub use handle::{Error, Ledger, LedgerOptions, Retention, OPERATION_QUEUE_MAX, REJECT_QUEUE_MAX};
 pub use read::{
     EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
     LIST_SCAN_MAX,
 };
-pub use writer::scope_of as ordering_scope;
 
 /// An operator action on one event (R20), carried out by the shard writer that owns the key
 /// (invariant 3), committed with fsync together with its audit record, then answered.

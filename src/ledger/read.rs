@@ -449,7 +449,7 @@ impl Ledger {
     fn first_in_group(&self, event: &DueEvent) -> Result<bool, Error> {
         let Some(place) = &event.ordering else { return Ok(true) };
         let db = &self.inner.db;
-        let group = store::meta_ordering_group(super::writer::scope_of(&event.key), &place.value);
+        let group = store::meta_ordering_group(super::decide::scope_of(&event.key), &place.value);
         let mode = IteratorMode::From(&group, rocksdb::Direction::Forward);
         let Some(entry) = db.iterator_cf(store::cf(db, store::CF_META), mode).next() else {
             return Ok(true);

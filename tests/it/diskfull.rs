@@ -60,12 +60,12 @@ fn fill(path: &Path) {
 }
 
 /// A Stripe event body of about `pad` extra bytes (bigger bodies need more WAL space).
-fn padded_body(id: &str, pad: usize) -> Vec<u8> {
+pub(crate) fn padded_body(id: &str, pad: usize) -> Vec<u8> {
     sign::body(Provider::Stripe, id, &"w".repeat(pad))
 }
 
 /// One delivery; a connection failure fails the test with hookwall's log.
-fn post(hw: &Hookwall, id: &str, body: &[u8]) -> Response {
+pub(crate) fn post(hw: &Hookwall, id: &str, body: &[u8]) -> Response {
     let h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, id, sign::now_unix_s(), body);
     let request = client::request("POST", "/webhooks/stripe-a", &h, body);
     let attempt = Conn::try_connect(hw.ingress).and_then(|mut c| {

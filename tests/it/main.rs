@@ -63,6 +63,7 @@ mod admin;
 mod batches;
 mod client;
 mod crashloop;
+mod diskfaults;
 mod diskfull;
 mod dispatch;
 mod durability;

@@ -1,0 +1,985 @@
+//! The shard writer's decisions, sans IO: given a shard's stored records (read through
+//! [`ShardStore`]), one drain of admissions, settlements, rejects and operator actions, and the
+//! drain's time, decide every item and put the records to write into ONE batch. The RocksDB
+//! shard writer (`writer.rs`) runs this code over the database; the deterministic simulator
+//! (`tests/sim`) runs the very same code over an in-memory store that can crash.
+//!
+//! Nothing here reads a clock, blocks or writes: reads go through [`ShardStore::get`] and
+//! [`ShardStore::scan`], writes are appended to the drain's [`ShardStore::Batch`], and the
+//! replies wait in the [`Drain`] until the caller has written the batch and calls
+//! [`Drain::answer`] with whether the write succeeded (invariant 1, R14; fail closed, R15).
+//!
+//! Protocol of one turn: [`Shard::begin`] → [`Shard::decide`] per item → [`Shard::seal`]
+//! (`Some(batch)` to write, synced when [`Drain::needs_sync`]) → on success [`Shard::applied`]
+//! → [`Drain::answer`]. Retention (R25) is a separate turn: [`Shard::sweep`].
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::codec::{
+    self, AttemptRecord, AuditRecord, Claim, EventState, ExpiryKind, InboxRecord, QuarantineRecord,
+    RejectRecord,
+};
+use super::store;
+use super::{
+    Admission, Decision, DueEvent, OpAction, OpDone, OpRefused, Operation, Outcome, RejectedRecord,
+    Reply, Settlement,
+};
+use crate::limits::ATTEMPT_ERROR_BYTES_MAX;
+
+/// Most expiry entries one sweep handles. A full sweep leaves a backlog, swept after every
+/// following drain until it is gone: at 4096 per drain this outpaces the two entries each
+/// admission of a drain (at most `COMMIT_BATCH_MAX`) eventually adds.
+pub const SWEEP_BATCH_MAX: usize = 4096;
+
+/// A keyspace of the ledger as one shard sees it (ARCHITECTURE "The ledger"): the shard's own
+/// `claims/s`, `inbox/s`, `schedule/s`, and the global column families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Col {
+    /// `claims/s`: idempotency key → claim.
+    Claims,
+    /// `inbox/s`: seq → inbox record; seq ‖ time ‖ attempt → attempt record.
+    Inbox,
+    /// `schedule/s`: due ms ‖ seq → nothing.
+    Schedule,
+    /// `meta`: next seq, DLQ counters, expiry entries.
+    Meta,
+    /// `audit`: operator actions.
+    Audit,
+    /// `quarantine`: conflicting copies (R11).
+    Quarantine,
+    /// `rejected`: minimised schema rejects (R23).
+    Rejected,
+}
+
+/// The visitor of [`ShardStore::scan`]: called with each key and value; `Break` stops the scan.
+pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'a;
+
+/// What the decisions read and how they write: one shard's view of the ledger. Implemented
+/// over RocksDB by the shard writer and in memory by the simulator.
+pub trait ShardStore {
+    /// A read failure (decisions answer it `Unavailable`, never guess).
+    type Error: Display;
+    /// The atomic unit of writing: everything one drain decided.
+    type Batch: Default;
+
+    /// Calls `f` with the value stored under `key` in `col`, if any.
+    ///
+    /// # Errors
+    /// A failed read.
+    fn get<R>(
+        &self,
+        col: Col,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, Self::Error>;
+
+    /// Calls `each` with the entries of `col` in `[lower, upper)` in key order until it
+    /// returns `Break` or the range ends.
+    ///
+    /// # Errors
+    /// A failed read (the scan stops there).
+    fn scan(
+        &self,
+        col: Col,
+        lower: &[u8],
+        upper: &[u8],
+        each: &mut Visit<'_>,
+    ) -> Result<(), Self::Error>;
+
+    /// Adds "put `key` = `value` in `col`" to `batch`.
+    fn put(&self, batch: &mut Self::Batch, col: Col, key: &[u8], value: &[u8]);
+    /// Adds "delete `key` in `col`" to `batch`.
+    fn delete(&self, batch: &mut Self::Batch, col: Col, key: &[u8]);
+    /// Adds "delete `[from, to)` in `col`" to `batch`.
+    fn delete_range(&self, batch: &mut Self::Batch, col: Col, from: &[u8], to: &[u8]);
+    /// Whether `batch` holds nothing.
+    fn is_empty(&self, batch: &Self::Batch) -> bool;
+}
+
+/// What the decisions of every shard share: read-only configuration and the audit sequence.
+pub struct Rules {
+    /// Configured source ids by source index (DLQ counters are keyed by id in `meta`).
+    pub source_ids: Vec<String>,
+    /// Payload and identity retention (R25); `None` keeps everything.
+    pub retention: Option<Spans>,
+    /// Next audit-record sequence (makes `audit` keys unique across writers and the handle).
+    pub audit_seq: AtomicU64,
+    /// The last ordering stamp given out (R22): see [`Rules::next_order_stamp`]. Seeded with
+    /// the ordering index's highest stamp at open.
+    pub order_stamp: AtomicU64,
+}
+
+impl Rules {
+    /// A fresh audit-key sequence number.
+    pub fn next_audit_seq(&self) -> u64 {
+        self.audit_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The admission stamp of an ordered event decided at `now_ms` (R22): Unix µs, strictly
+    /// above every stamp given out before by any shard of this process (and above the index's
+    /// highest at open). An event whose admission was committed and acknowledged before another
+    /// was received therefore always has the smaller stamp, whichever shards own the two keys.
+    pub fn next_order_stamp(&self, now_ms: u64) -> u64 {
+        let floor = now_ms.saturating_mul(1000);
+        let mut last = self.order_stamp.load(Ordering::Relaxed);
+        loop {
+            let next = floor.max(last + 1);
+            match self.order_stamp.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => last = seen,
+            }
+        }
+    }
+}
+
+/// The ordering scope of an idempotency key `tenant/source/event id`: `tenant/source` (R22:
+/// ordering groups never span sources or tenants).
+pub fn scope_of(key: &str) -> &str {
+    let mut slashes = key.match_indices('/').map(|(i, _)| i);
+    match (slashes.next(), slashes.next()) {
+        (Some(_), Some(second)) => &key[..second],
+        _ => key,
+    }
+}
+
+/// Retention spans (R25): see [`super::Retention`].
+#[derive(Debug, Clone, Copy)]
+pub struct Spans {
+    /// How long after settling a delivered or dropped event keeps its payload.
+    pub payload: Duration,
+    /// How long after admission a delivered or dropped event keeps its identity (claim).
+    pub dedupe: Duration,
+}
+
+/// One queued item of a drain.
+pub enum Input {
+    /// An event asking to be admitted.
+    Admit(Admission),
+    /// A dispatch result.
+    Settle(Settlement),
+    /// A minimised rejected record.
+    Reject(RejectedRecord),
+    /// An operator action.
+    Operate(Operation),
+}
+
+/// A settlement's reply: called with whether it was durably written.
+type SettleReply = Box<dyn FnOnce(bool) + Send>;
+/// An operation's reply.
+type OpReply = Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>;
+
+/// The decision state one shard writer alone owns: next seq, the due-time floor, DLQ counters.
+pub struct Shard {
+    shard: usize,
+    rules: std::sync::Arc<Rules>,
+    next_seq: u64,
+    /// Due time given to the last drain's new events (never decreases; see `Drain::due_ms`).
+    last_due_ms: u64,
+    dlq: HashMap<u32, u64>,
+    rejects_written: u32,
+    /// `meta` key prefix of this shard's expiry entries.
+    expiry_prefix: Vec<u8>,
+    /// The last sweep was full: sweep again after the next drain.
+    expiry_backlog: bool,
+}
+
+/// Everything one drain decided: the batch to write, the replies to give after the write,
+/// and the changes to adopt if it succeeds.
+pub struct Drain<B> {
+    /// Due time of this drain's new events: the drain's wall-clock time, never earlier than
+    /// the previous drain's. So new schedule entries of a shard always sort after every entry
+    /// the dispatcher has already seen due, and it can resume its scan where it left off
+    /// instead of walking the settled head of the schedule.
+    due_ms: u64,
+    batch: B,
+    claims: HashMap<String, Claim>,
+    schedule: HashMap<[u8; 16], bool>,
+    next_seq: u64,
+    dlq: HashMap<u32, u64>,
+    /// Per source: change of the number of unsettled events, applied after the write.
+    pub(super) pending_delta: HashMap<u32, i64>,
+    /// Per source: change of the number of dead events, applied after the write.
+    pub(super) dead_delta: HashMap<u32, i64>,
+    admissions: Vec<(Reply, Decision)>,
+    settlements: Vec<(SettleReply, bool)>,
+    operations: Vec<(OpReply, Result<OpDone, OpRefused>)>,
+    /// Whether an operator replay scheduled an event in this drain: replays are due at
+    /// `due_ms + 1`, so they sort after every entry the dispatcher saw due (see `Drain::due_ms`).
+    replayed: bool,
+    durable_writes: usize,
+    /// Admissions and quarantines in this drain: they are acknowledged to a provider, so the
+    /// batch must be fsync'd (R14). Settlements alone need not be: a settlement lost in a
+    /// crash only repeats an attempt with the same idempotency key (at-least-once, R21).
+    acked_writes: usize,
+    rejects: usize,
+    /// Whether this drain added a schedule entry (the dispatcher is woken after the write).
+    pub(super) scheduled: bool,
+}
+
+impl<B> Drain<B> {
+    /// Admissions, settlements and operations in the drain (rejects have no reply).
+    pub fn items(&self) -> usize {
+        self.admissions.len() + self.settlements.len() + self.operations.len()
+    }
+
+    /// Whether the batch must be written with fsync: it holds something acknowledged to a
+    /// provider or an operator (R14).
+    pub fn needs_sync(&self) -> bool {
+        self.acked_writes > 0
+    }
+
+    /// Whether this drain scheduled something (a new event, a retry, a replay).
+    pub fn scheduled(&self) -> bool {
+        self.scheduled
+    }
+
+    /// Calls every reply: decisions stand only if the write succeeded (`written`); otherwise
+    /// admissions get `Unavailable`, settlements `false`, operations `Unavailable` (R15).
+    pub fn answer(self, written: bool) {
+        for (reply, decision) in self.admissions {
+            reply(if written { decision } else { Decision::Unavailable });
+        }
+        for (reply, ok) in self.settlements {
+            reply(written && ok);
+        }
+        for (reply, result) in self.operations {
+            reply(if written { result } else { Err(OpRefused::Unavailable) });
+        }
+    }
+}
+
+impl Shard {
+    /// Shard `shard`'s decisions, resuming at `next_seq` with its DLQ counters.
+    pub fn new(
+        shard: usize,
+        next_seq: u64,
+        dlq: HashMap<u32, u64>,
+        rules: std::sync::Arc<Rules>,
+    ) -> Shard {
+        Shard {
+            shard,
+            rules,
+            next_seq,
+            last_due_ms: 0,
+            dlq,
+            rejects_written: 0,
+            expiry_prefix: store::meta_expiry_prefix(shard),
+            expiry_backlog: false,
+        }
+    }
+
+    /// Shard `shard`'s decisions resumed from what `s` durably holds (its next seq and DLQ
+    /// counters in `meta`), as the ledger's start-up reads them (`store::load_next_seq`,
+    /// `store::load_dlq`): what the simulator does after a crash.
+    ///
+    /// # Errors
+    /// A failed read. A corrupt counter panics.
+    pub fn recover<S: ShardStore>(
+        s: &S,
+        shard: usize,
+        rules: std::sync::Arc<Rules>,
+    ) -> Result<Shard, S::Error> {
+        let parse = |v: &[u8]| codec::parse_u64(v).expect("meta counters are 8 bytes");
+        let next_seq = s.get(Col::Meta, &store::meta_seq(shard), parse)?.unwrap_or(0);
+        let mut dlq = HashMap::new();
+        for (i, id) in rules.source_ids.iter().enumerate() {
+            if let Some(n) = s.get(Col::Meta, &store::meta_dlq(shard, id), parse)? {
+                dlq.insert(u32::try_from(i).expect("source count is bounded by config"), n);
+            }
+        }
+        Ok(Shard::new(shard, next_seq, dlq, rules))
+    }
+
+    /// The next inbox seq to give out.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Whether the last sweep left due expiry entries behind (sweep again after the next drain).
+    pub fn expiry_backlog(&self) -> bool {
+        self.expiry_backlog
+    }
+
+    /// A drain at wall-clock `now_ms` (Unix ms; its new events are due at
+    /// `max(now_ms, last drain's due time)`).
+    pub fn begin<B: Default>(&self, now_ms: u64) -> Drain<B> {
+        Drain {
+            due_ms: now_ms.max(self.last_due_ms),
+            batch: B::default(),
+            claims: HashMap::new(),
+            schedule: HashMap::new(),
+            next_seq: self.next_seq,
+            dlq: HashMap::new(),
+            pending_delta: HashMap::new(),
+            dead_delta: HashMap::new(),
+            admissions: Vec::new(),
+            settlements: Vec::new(),
+            operations: Vec::new(),
+            replayed: false,
+            durable_writes: 0,
+            acked_writes: 0,
+            rejects: 0,
+            scheduled: false,
+        }
+    }
+
+    /// Decides one item against the store plus the drain's own overlay (two copies of one key
+    /// in one drain), appending its records to the drain's batch.
+    pub fn decide<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, input: Input) {
+        match input {
+            Input::Admit(a) => self.admit(s, d, a),
+            Input::Settle(st) => self.settle(s, d, st),
+            Input::Reject(r) => self.reject(s, d, &r),
+            Input::Operate(o) => self.operate(s, d, o),
+        }
+    }
+
+    /// Ends the drain: `None` when it needs no write (its replies stand as decided), else the
+    /// batch to write (with fsync when [`Drain::needs_sync`]), the next seq included.
+    pub fn seal<S: ShardStore>(&self, s: &S, d: &mut Drain<S::Batch>) -> Option<S::Batch> {
+        if d.durable_writes + d.rejects == 0 {
+            return None;
+        }
+        if d.next_seq != self.next_seq {
+            s.put(&mut d.batch, Col::Meta, &store::meta_seq(self.shard), &d.next_seq.to_be_bytes());
+        }
+        Some(std::mem::take(&mut d.batch))
+    }
+
+    /// After the drain's batch was written: adopt its seq, due-time floor and DLQ counters.
+    pub fn applied<B>(&mut self, d: &Drain<B>) {
+        self.next_seq = d.next_seq;
+        self.last_due_ms = d.due_ms + u64::from(d.replayed);
+        self.dlq.extend(d.dlq.iter().map(|(&k, &v)| (k, v)));
+    }
+
+    /// The stored claim of `key`. A claim that fails to decode is a broken invariant: panic
+    /// rather than ever overwrite it.
+    fn read_claim<S: ShardStore>(&self, s: &S, key: &str) -> Result<Option<Claim>, S::Error> {
+        let Some(c) = s.get(Col::Claims, key.as_bytes(), codec::decode_claim)? else {
+            return Ok(None);
+        };
+        match c {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => panic!(
+                "ledger shard {}: a stored claim fails to decode ({e}); refusing to overwrite it",
+                self.shard
+            ),
+        }
+    }
+
+    fn admit<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, a: Admission) {
+        let first = match d.claims.get(&a.key) {
+            Some(c) => Some(c.fingerprint),
+            None => match self.read_claim(s, &a.key) {
+                Ok(c) => c.map(|c| c.fingerprint),
+                Err(e) => {
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the admission is answered unavailable.");
+                    d.admissions.push((a.reply, Decision::Unavailable));
+                    return;
+                }
+            },
+        };
+        match first {
+            None => self.accept(s, d, a),
+            Some(fp) if fp == a.fingerprint => d.admissions.push((a.reply, Decision::Duplicate)),
+            Some(fp) => self.quarantine(s, d, a, fp),
+        }
+    }
+
+    fn accept<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, a: Admission) {
+        let seq = d.next_seq;
+        d.next_seq += 1;
+        let claim = Claim {
+            state: EventState::Received,
+            attempts: 0,
+            fingerprint: a.fingerprint,
+            seq,
+            source: a.source,
+            secret_id: a.secret_id.clone(),
+            received_at_ms: a.received_at_ms,
+            delivered_at_ms: None,
+            next_attempt_ms: Some(d.due_ms),
+            last_error: None,
+            ordering: None,
+        };
+        let mut claim = claim;
+        if let Some(value) = a.ordering {
+            let stamp = self.rules.next_order_stamp(d.due_ms);
+            let k = store::meta_ordering(scope_of(&a.key), &value, stamp, self.shard, seq);
+            s.put(&mut d.batch, Col::Meta, &k, a.key.as_bytes());
+            claim.ordering = Some(codec::OrderPlace { value, stamp });
+        }
+        let record = InboxRecord {
+            key: a.key,
+            source: a.source,
+            received_at_ms: a.received_at_ms,
+            secret_id: a.secret_id,
+            signed_at: a.signed_at,
+            event_type: a.event_type,
+            content_type: a.content_type,
+            body: a.body,
+        };
+        let sk = codec::schedule_key(d.due_ms, seq);
+        s.put(&mut d.batch, Col::Claims, record.key.as_bytes(), &codec::encode_claim(&claim));
+        s.put(&mut d.batch, Col::Inbox, &codec::seq_key(seq), &codec::encode_inbox(&record));
+        s.put(&mut d.batch, Col::Schedule, &sk, &[]);
+        d.schedule.insert(sk, true);
+        *d.pending_delta.entry(a.source).or_insert(0) += 1;
+        d.scheduled = true;
+        d.durable_writes += 1;
+        d.acked_writes += 1;
+        d.claims.insert(record.key, claim);
+        d.admissions.push((a.reply, Decision::Accepted));
+    }
+
+    /// Same key, other fingerprint: record both fingerprints, never touch the first (R11).
+    fn quarantine<S: ShardStore>(
+        &mut self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        a: Admission,
+        first_fingerprint: [u8; 32],
+    ) {
+        let q = QuarantineRecord {
+            key: a.key,
+            source: a.source,
+            first_fingerprint,
+            new_fingerprint: a.fingerprint,
+            received_at_ms: a.received_at_ms,
+        };
+        let mut k = Vec::with_capacity(26);
+        k.extend_from_slice(&q.received_at_ms.to_be_bytes());
+        k.extend_from_slice(&u16::try_from(self.shard).expect("SHARDS_MAX fits u16").to_be_bytes());
+        k.extend_from_slice(&codec::fnv1a64(q.key.as_bytes()).to_be_bytes());
+        k.extend_from_slice(&q.new_fingerprint[..8]);
+        s.put(&mut d.batch, Col::Quarantine, &k, &codec::encode_quarantine(&q));
+        d.durable_writes += 1;
+        d.acked_writes += 1;
+        tracing::debug!(
+            code = "quarantined",
+            shard = self.shard,
+            source = q.source,
+            "Quarantined a conflicting copy."
+        );
+        d.admissions.push((a.reply, Decision::Conflict));
+    }
+
+    /// Whether schedule entry `sk` exists, seen through this drain's overlay.
+    fn scheduled<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &Drain<S::Batch>,
+        sk: &[u8; 16],
+    ) -> Result<bool, S::Error> {
+        match d.schedule.get(sk) {
+            Some(&present) => Ok(present),
+            None => Ok(s.get(Col::Schedule, sk, |_| ())?.is_some()),
+        }
+    }
+
+    fn settle<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, st: Settlement) {
+        let sk = codec::schedule_key(st.due_ms, st.seq);
+        match self.scheduled(s, d, &sk) {
+            // Already settled (or moved): a no-op, never a second transition.
+            Ok(false) => d.settlements.push((st.reply, true)),
+            Ok(true) => self.transition(s, d, st, sk),
+            Err(e) => {
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a schedule entry; the settlement is refused.");
+                d.settlements.push((st.reply, false));
+            }
+        }
+    }
+
+    /// The key and source of the inbox record behind schedule entry (`due_ms`, `seq`), and its
+    /// claim. A failed read is an operating error (the settlement is refused and its attempt
+    /// repeated); a missing or undecodable record is a broken invariant (panic).
+    fn load_settled<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &Drain<S::Batch>,
+        due_ms: u64,
+        seq: u64,
+    ) -> Result<(String, Claim), S::Error> {
+        let context = |what: &str| {
+            format!("ledger shard {}: schedule entry (due {due_ms}, seq {seq}): {what}", self.shard)
+        };
+        let head = s
+            .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox_head)?
+            .unwrap_or_else(|| panic!("{}", context("no inbox record")));
+        let (key, _) =
+            head.unwrap_or_else(|e| panic!("{}", context(&format!("inbox record: {e}"))));
+        let claim = match d.claims.get(&key) {
+            Some(c) => c.clone(),
+            None => self.read_claim(s, &key)?.unwrap_or_else(|| panic!("{}", context("no claim"))),
+        };
+        assert_eq!(claim.seq, seq, "{}", context("claim points at another seq"));
+        Ok((key, claim))
+    }
+
+    fn transition<S: ShardStore>(
+        &mut self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        st: Settlement,
+        sk: [u8; 16],
+    ) {
+        let (key, mut claim) = match self.load_settled(s, d, st.due_ms, st.seq) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's records; the settlement is refused.");
+                d.settlements.push((st.reply, false));
+                return;
+            }
+        };
+        claim.attempts = st.attempts;
+        self.record_attempt(s, d, st.seq, st.attempts, &st.outcome);
+        s.delete(&mut d.batch, Col::Schedule, &sk);
+        d.schedule.insert(sk, false);
+        match st.outcome {
+            Outcome::Retry { next_ms, error } => {
+                claim.state = EventState::Failed;
+                claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
+                claim.next_attempt_ms = Some(next_ms);
+                let next = codec::schedule_key(next_ms, st.seq);
+                s.put(&mut d.batch, Col::Schedule, &next, &[]);
+                d.schedule.insert(next, true);
+                d.scheduled = true;
+            }
+            Outcome::Delivered { at_ms } => {
+                claim.state = EventState::Delivered;
+                claim.delivered_at_ms = Some(at_ms);
+                claim.next_attempt_ms = None;
+                self.release_ordering(s, d, &key, &mut claim);
+                *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                self.schedule_expiry(s, d, &key, &claim);
+            }
+            Outcome::Dead { error } => {
+                claim.state = EventState::Dead;
+                claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
+                claim.next_attempt_ms = None;
+                self.release_ordering(s, d, &key, &mut claim);
+                *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                self.count_dead(s, d, claim.source);
+            }
+        }
+        s.put(&mut d.batch, Col::Claims, key.as_bytes(), &codec::encode_claim(&claim));
+        d.claims.insert(key, claim);
+        d.durable_writes += 1;
+        d.settlements.push((st.reply, true));
+    }
+
+    /// Takes a settled event out of its ordering group (R22), so the group's next event may be
+    /// delivered. A replayed event is not put back: it is delivered on its own (src/ordering.rs).
+    fn release_ordering<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        key: &str,
+        claim: &mut Claim,
+    ) {
+        if let Some(o) = claim.ordering.take() {
+            let k = store::meta_ordering(scope_of(key), &o.value, o.stamp, self.shard, claim.seq);
+            s.delete(&mut d.batch, Col::Meta, &k);
+        }
+    }
+
+    /// An operator action (R20): checks the state, moves the schedule entry and the counters,
+    /// writes the claim and its audit record in this drain's (synced) batch.
+    fn operate<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, op: Operation) {
+        let claim = match d.claims.get(&op.key) {
+            Some(c) => Some(c.clone()),
+            None => match self.read_claim(s, &op.key) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
+                    d.operations.push((op.reply, Err(OpRefused::Unavailable)));
+                    return;
+                }
+            },
+        };
+        let Some(mut claim) = claim else {
+            d.operations.push((op.reply, Err(OpRefused::NotFound)));
+            return;
+        };
+        let before = claim.state;
+        if let Err(refused) = self.operable(s, op.action, &claim) {
+            d.operations.push((op.reply, Err(refused)));
+            return;
+        }
+        let unsettled = matches!(before, EventState::Received | EventState::Failed);
+        if let (true, Some(due)) = (unsettled, claim.next_attempt_ms) {
+            let sk = codec::schedule_key(due, claim.seq);
+            s.delete(&mut d.batch, Col::Schedule, &sk);
+            d.schedule.insert(sk, false);
+        }
+        if before == EventState::Dead {
+            self.uncount_dead(s, d, claim.source);
+        }
+        match op.action {
+            OpAction::Replay => {
+                let due = d.due_ms + 1;
+                claim.state = EventState::Received;
+                claim.attempts = 0;
+                claim.next_attempt_ms = Some(due);
+                let sk = codec::schedule_key(due, claim.seq);
+                s.put(&mut d.batch, Col::Schedule, &sk, &[]);
+                d.schedule.insert(sk, true);
+                d.scheduled = true;
+                d.replayed = true;
+                if !unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) += 1;
+                }
+            }
+            OpAction::Drop => {
+                claim.state = EventState::Dropped;
+                claim.next_attempt_ms = None;
+                self.release_ordering(s, d, &op.key, &mut claim);
+                if unsettled {
+                    *d.pending_delta.entry(claim.source).or_insert(0) -= 1;
+                }
+                self.schedule_expiry(s, d, &op.key, &claim);
+            }
+        }
+        let after = claim.state;
+        let audit = AuditRecord {
+            at_ms: d.due_ms,
+            actor: op.actor,
+            action: op.action.code().to_owned(),
+            key: Some(op.key.clone()),
+            destination: None,
+            reason: op.reason,
+            state_before: Some(before.code().to_owned()),
+        };
+        let audit_key = codec::audit_key(audit.at_ms, self.rules.next_audit_seq());
+        s.put(&mut d.batch, Col::Audit, &audit_key, &codec::encode_audit(&audit));
+        s.put(&mut d.batch, Col::Claims, op.key.as_bytes(), &codec::encode_claim(&claim));
+        d.claims.insert(op.key, claim);
+        d.durable_writes += 1;
+        // Answered to an operator: as durable as an admission.
+        d.acked_writes += 1;
+        d.operations.push((op.reply, Ok(OpDone { before, after })));
+    }
+
+    /// Whether `action` may be applied to an event in `claim`'s state (and, for a replay,
+    /// whether its payload is still retained).
+    fn operable<S: ShardStore>(
+        &self,
+        s: &S,
+        action: OpAction,
+        claim: &Claim,
+    ) -> Result<(), OpRefused> {
+        let allowed = match action {
+            OpAction::Replay => {
+                matches!(claim.state, EventState::Dead | EventState::Dropped | EventState::Failed)
+            }
+            OpAction::Drop => {
+                matches!(claim.state, EventState::Received | EventState::Failed | EventState::Dead)
+            }
+        };
+        if !allowed {
+            return Err(OpRefused::State(claim.state));
+        }
+        if action == OpAction::Replay {
+            match s.get(Col::Inbox, &codec::seq_key(claim.seq), |_| ()) {
+                Ok(Some(())) => {}
+                Ok(None) => return Err(OpRefused::PayloadGone),
+                Err(e) => {
+                    tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read an inbox record; the replay is refused.");
+                    return Err(OpRefused::Unavailable);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DLQ counter −1 for `source` (an operator replayed or dropped a dead event).
+    fn uncount_dead<S: ShardStore>(&self, s: &S, d: &mut Drain<S::Batch>, source: u32) {
+        *d.dead_delta.entry(source).or_insert(0) -= 1;
+        let Some(id) = self.rules.source_ids.get(source as usize) else {
+            return;
+        };
+        let now = self.dlq.get(&source).copied().unwrap_or(0);
+        let count = d.dlq.entry(source).or_insert(now);
+        *count = count.saturating_sub(1);
+        let count = *count;
+        s.put(&mut d.batch, Col::Meta, &store::meta_dlq(self.shard, id), &count.to_be_bytes());
+    }
+
+    /// A delivered or dropped event: its payload expires `payload_retention` after the drain,
+    /// its identity `dedupe_retention` after admission (R25). Dead events never expire by
+    /// themselves (they wait in the DLQ for an operator).
+    fn schedule_expiry<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        key: &str,
+        claim: &Claim,
+    ) {
+        let Some(r) = &self.rules.retention else {
+            return;
+        };
+        let ms = |t: Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+        let payload_at = d.due_ms.saturating_add(ms(r.payload));
+        let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
+        let seq = claim.seq;
+        for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
+            let k = [self.expiry_prefix.as_slice(), &codec::expiry_key(at, kind, seq)].concat();
+            s.put(&mut d.batch, Col::Meta, &k, key.as_bytes());
+        }
+    }
+
+    /// Decides what retention expired by `now_ms` (at most [`SWEEP_BATCH_MAX`] entries): the
+    /// inbox record and attempt history (payload), or the claim (identity), of events still
+    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
+    /// Returns the batch to write (unsynced) and how many events it removes, or `None` when
+    /// there is nothing to write or a read failed (the entries wait for the next sweep).
+    pub fn sweep<S: ShardStore>(&mut self, s: &S, now_ms: u64) -> Option<(S::Batch, usize)> {
+        self.rules.retention?;
+        let mut batch = S::Batch::default();
+        let mut removed = 0usize;
+        let end = codec::expiry_key(now_ms.saturating_add(1), ExpiryKind::Payload, 0);
+        let upper = [self.expiry_prefix.as_slice(), &end].concat();
+        let mut handled = 0usize;
+        let mut claim_error = None;
+        let prefix_len = self.expiry_prefix.len();
+        let scanned = s.scan(Col::Meta, &self.expiry_prefix, &upper, &mut |k, key| {
+            if handled == SWEEP_BATCH_MAX {
+                return ControlFlow::Break(());
+            }
+            handled += 1;
+            let (_, kind, seq) = codec::parse_expiry_key(&k[prefix_len..])
+                .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
+            s.delete(&mut batch, Col::Meta, k);
+            let key = String::from_utf8_lossy(key).into_owned();
+            let settled = match self.read_claim(s, &key) {
+                Ok(Some(c)) => {
+                    c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped)
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    claim_error = Some(e.to_string());
+                    return ControlFlow::Break(());
+                }
+            };
+            if !settled {
+                return ControlFlow::Continue(());
+            }
+            match kind {
+                // The inbox record and its attempt history sort in [seq, seq + 1).
+                ExpiryKind::Payload => {}
+                // The event is forgotten: its claim, and whatever payload is left.
+                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
+            }
+            let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
+            s.delete_range(&mut batch, Col::Inbox, &from, &to);
+            removed += 1;
+            ControlFlow::Continue(())
+        });
+        if let Err(e) = scanned {
+            tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read its expiry list; retention waits for the next sweep.");
+            return None;
+        }
+        if let Some(e) = claim_error {
+            tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; retention waits for the next sweep.");
+            return None;
+        }
+        self.expiry_backlog = handled == SWEEP_BATCH_MAX;
+        if let (0, Some(spans)) = (self.shard, self.rules.retention) {
+            let dedupe_ms = u64::try_from(spans.dedupe.as_millis()).unwrap_or(u64::MAX);
+            self.expire_minimised(s, &mut batch, now_ms.saturating_sub(dedupe_ms));
+        }
+        if s.is_empty(&batch) {
+            return None;
+        }
+        Some((batch, removed))
+    }
+
+    /// The quarantine (R11) and rejected (R23) records received before `cutoff_ms` (Unix ms:
+    /// now − `dedupe_retention`, the life of the identities they are about) are removed with one
+    /// range delete per column family — their keys start with the time, big-endian — and only
+    /// when the oldest record is that old, so an idle sweep writes nothing. Done by shard 0
+    /// alone (the column families are global); the audit log is kept (operator actions are few,
+    /// and kept for accountability).
+    fn expire_minimised<S: ShardStore>(&self, s: &S, batch: &mut S::Batch, cutoff_ms: u64) {
+        let cutoff = cutoff_ms.to_be_bytes();
+        for col in [Col::Quarantine, Col::Rejected] {
+            let mut expired = false;
+            let read = s.scan(col, &[], &cutoff, &mut |_, _| {
+                expired = true;
+                ControlFlow::Break(())
+            });
+            match read {
+                Ok(()) if expired => s.delete_range(batch, col, &[0u8; 8], &cutoff),
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::error!(code = "ledger_read_failed", error = %e, "The ledger could not read a minimised record; retention waits for the next sweep.");
+                }
+            }
+        }
+    }
+
+    /// Appends one attempt to the event's error history (`inbox/s`, R20).
+    fn record_attempt<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        seq: u64,
+        attempt: u32,
+        outcome: &Outcome,
+    ) {
+        let (code, at_ms, error) = match outcome {
+            Outcome::Delivered { at_ms } => ("delivered", *at_ms, None),
+            Outcome::Retry { error, .. } => ("retry", d.due_ms, Some(error)),
+            Outcome::Dead { error } => ("dead", d.due_ms, Some(error)),
+        };
+        let record = AttemptRecord {
+            attempt,
+            at_ms,
+            outcome: code.to_owned(),
+            error: error.map(|e| codec::truncate_utf8(e, ATTEMPT_ERROR_BYTES_MAX)),
+        };
+        let key = codec::attempt_key(seq, at_ms, attempt);
+        s.put(&mut d.batch, Col::Inbox, &key, &codec::encode_attempt(&record));
+    }
+
+    /// DLQ counter +1 for `source`, persisted under its source id (R19, R26).
+    fn count_dead<S: ShardStore>(&self, s: &S, d: &mut Drain<S::Batch>, source: u32) {
+        *d.dead_delta.entry(source).or_insert(0) += 1;
+        let Some(id) = self.rules.source_ids.get(source as usize) else {
+            tracing::warn!(
+                code = "dlq_source_unknown",
+                shard = self.shard,
+                source,
+                "A dead event's source is not configured; its DLQ counter is not kept."
+            );
+            return;
+        };
+        let now = self.dlq.get(&source).copied().unwrap_or(0);
+        let count = d.dlq.entry(source).or_insert(now);
+        *count += 1;
+        let count = *count;
+        s.put(&mut d.batch, Col::Meta, &store::meta_dlq(self.shard, id), &count.to_be_bytes());
+    }
+
+    /// A minimised rejected record (R23): metadata and fingerprint, never the body.
+    fn reject<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, r: &RejectedRecord) {
+        let record = RejectRecord {
+            source: r.source,
+            received_at_ms: r.received_at_ms,
+            reason: r.reason.to_owned(),
+            event_id: r.event_id.clone(),
+            body_bytes: r.body_bytes as u64,
+            fingerprint: r.fingerprint,
+        };
+        self.rejects_written = self.rejects_written.wrapping_add(1);
+        let mut k = Vec::with_capacity(22);
+        k.extend_from_slice(&r.received_at_ms.to_be_bytes());
+        k.extend_from_slice(&u16::try_from(self.shard).expect("SHARDS_MAX fits u16").to_be_bytes());
+        k.extend_from_slice(&r.fingerprint[..8]);
+        k.extend_from_slice(&self.rejects_written.to_be_bytes());
+        s.put(&mut d.batch, Col::Rejected, &k, &codec::encode_reject(&record));
+        d.rejects += 1;
+    }
+}
+
+/// A claim as the simulator's invariant checks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimView {
+    /// Life state.
+    pub state: EventState,
+    /// Inbox seq.
+    pub seq: u64,
+    /// Attempts made.
+    pub attempts: u32,
+    /// SHA-256 of the first admitted body (R11).
+    pub fingerprint: [u8; 32],
+    /// Admission time, Unix ms.
+    pub received_at_ms: u64,
+    /// When the next attempt is due (its schedule entry), for unsettled events.
+    pub next_attempt_ms: Option<u64>,
+}
+
+/// The schedule key of (`due_ms`, `seq`) in [`Col::Schedule`].
+pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
+    codec::schedule_key(due_ms, seq)
+}
+
+/// The claim stored under `key`, decoded (`None` when absent).
+///
+/// # Errors
+/// A failed read. A claim that does not decode panics (broken invariant).
+pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Error> {
+    s.get(Col::Claims, key.as_bytes(), |v| {
+        let c = codec::decode_claim(v).expect("a stored claim decodes");
+        ClaimView {
+            state: c.state,
+            seq: c.seq,
+            attempts: c.attempts,
+            fingerprint: c.fingerprint,
+            received_at_ms: c.received_at_ms,
+            next_attempt_ms: c.next_attempt_ms,
+        }
+    })
+}
+
+/// Up to `limit` due events of shard `shard` in the store, as `Inbox::due` yields them from
+/// the RocksDB ledger (`read.rs`): schedule entries due at or before `now_ms` in due order,
+/// skipping `seq`s for which `skip` is true, each joined with its inbox record and claim.
+///
+/// # Errors
+/// A failed read. A schedule entry without its inbox record or claim panics (broken invariant).
+pub fn due<S: ShardStore>(
+    s: &S,
+    shard: usize,
+    now_ms: u64,
+    limit: usize,
+    skip: &dyn Fn(u64) -> bool,
+) -> Result<Vec<DueEvent>, S::Error> {
+    let mut keys = Vec::new();
+    let upper = codec::schedule_key(now_ms.saturating_add(1), 0);
+    s.scan(Col::Schedule, &[], &upper, &mut |k, _| {
+        if keys.len() >= limit {
+            return ControlFlow::Break(());
+        }
+        let (due_ms, seq) = codec::parse_schedule_key(k).expect("schedule keys parse");
+        if !skip(seq) {
+            keys.push((due_ms, seq));
+        }
+        ControlFlow::Continue(())
+    })?;
+    let mut out = Vec::with_capacity(keys.len());
+    for (due_ms, seq) in keys {
+        let r = s
+            .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox)?
+            .expect("a schedule entry has its inbox record")
+            .expect("inbox records decode");
+        let c = claim(s, &r.key)?.expect("an inbox record has its claim");
+        out.push(DueEvent {
+            shard,
+            seq,
+            due_ms,
+            key: r.key,
+            source: r.source,
+            attempts: c.attempts,
+            received_at_ms: r.received_at_ms,
+            secret_id: r.secret_id,
+            signed_at: r.signed_at,
+            content_type: r.content_type,
+            body: r.body,
+            // The simulator configures no `ordering_key` (R22 is covered by the ledger's and
+            // the real binary's tests), so its events are unordered.
+            ordering: None,
+        });
+    }
+    Ok(out)
+}
