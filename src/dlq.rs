@@ -256,12 +256,19 @@ impl Api {
         };
         let token = crate::config::read_text(&token_file, crate::limits::SECRET_FILE_BYTES_MAX)
             .map_err(|e| {
-                Failure::Usage(format!("--token-file {}: cannot read: {e}", token_file.display()))
+                Failure::Usage(format!("token file {}: cannot read: {e}", token_file.display()))
             })?
             .trim()
             .to_owned();
         if token.is_empty() {
-            return Err(Failure::Usage(format!("--token-file {}: is empty", token_file.display())));
+            return Err(Failure::Usage(format!("token file {}: is empty", token_file.display())));
+        }
+        if !crate::admin::auth::is_token_text(&token) {
+            return Err(Failure::Usage(format!(
+                "token file {}: the token must be one line of visible ASCII (RFC 6750 bearer \
+                 token characters)",
+                token_file.display()
+            )));
         }
         // Err: a provider is already installed for this process; that one is used.
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -16,10 +16,13 @@
 //! * Different groups, and events without an ordering value, are delivered in parallel.
 //! * A dead-lettered or dropped event no longer holds its group back; replaying it later
 //!   delivers it on its own, unordered (a replay must not block newer events behind an old one).
-//! * The value is a JSON string, number or boolean (its JSON text); `null`, an object, an array
-//!   or no value at the pointer leaves the event unordered. Values longer than
+//! * The value is a JSON string, number or boolean, kept with its type (`s:` the string,
+//!   `n:` / `b:` the JSON text), so `8` and `"8"` are different groups; `null`, an object, an
+//!   array or no value at the pointer leaves the event unordered. Values longer than
 //!   [`ORDERING_VALUE_BYTES_MAX`] are replaced by their SHA-256 (hex), so long values still
 //!   group exactly.
+//! * Operator actions do not break "one at a time": when the event in flight is dropped (or
+//!   replayed), the group's next event waits until that attempt has finished.
 //!
 //! This is delivery order, not a version rule: hookwall does not reorder by the provider's
 //! `created` time or drop stale versions; the destination still compares versions when the
@@ -98,9 +101,11 @@ impl OrderingKey {
             };
         }
         let text = if let Some(s) = value.as_str() {
-            s.to_owned()
-        } else if value.is_bool() || value.is_number() {
-            value.encode()
+            format!("s:{s}")
+        } else if value.is_bool() {
+            format!("b:{}", value.encode())
+        } else if value.is_number() {
+            format!("n:{}", value.encode())
         } else {
             return None;
         };
@@ -132,10 +137,14 @@ mod tests {
     #[test]
     fn strings_numbers_and_booleans_are_values() {
         let doc = r#"{"data":{"object":{"id":"cus_1","n":42,"b":true,"f":1.5}}}"#;
-        assert_eq!(value("/data/object/id", doc).as_deref(), Some("cus_1"));
-        assert_eq!(value("/data/object/n", doc).as_deref(), Some("42"));
-        assert_eq!(value("/data/object/b", doc).as_deref(), Some("true"));
-        assert_eq!(value("/data/object/f", doc).as_deref(), Some("1.5"));
+        assert_eq!(value("/data/object/id", doc).as_deref(), Some("s:cus_1"));
+        assert_eq!(value("/data/object/n", doc).as_deref(), Some("n:42"));
+        assert_eq!(value("/data/object/b", doc).as_deref(), Some("b:true"));
+        assert_eq!(value("/data/object/f", doc).as_deref(), Some("n:1.5"));
+        // A number and the string of its digits are different groups.
+        let mixed = r#"{"a":8,"b":"8","c":true,"d":"true"}"#;
+        assert_ne!(value("/a", mixed), value("/b", mixed));
+        assert_ne!(value("/c", mixed), value("/d", mixed));
     }
 
     #[test]
@@ -150,8 +159,8 @@ mod tests {
     #[test]
     fn pointer_escapes_and_array_indexes() {
         let doc = r#"{"a/b":{"m~n":"v"},"list":[{"id":"first"},{"id":"second"}]}"#;
-        assert_eq!(value("/a~1b/m~0n", doc).as_deref(), Some("v"));
-        assert_eq!(value("/list/1/id", doc).as_deref(), Some("second"));
+        assert_eq!(value("/a~1b/m~0n", doc).as_deref(), Some("s:v"));
+        assert_eq!(value("/list/1/id", doc).as_deref(), Some("s:second"));
         assert_eq!(value("/list/2/id", doc), None);
         assert_eq!(value("/list/-1/id", doc), None);
         assert_eq!(value("/list/+1/id", doc), None);

@@ -62,3 +62,28 @@ fn unauthorized(message: &str) -> hyper::Response<http_body_util::Full<hyper::bo
     reply.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     reply
 }
+
+/// Whether `token` can travel as an `Authorization: Bearer` credential: non-empty, and only the
+/// RFC 6750 `b64token` characters (ASCII letters, digits, `-._~+/`, trailing `=`) — a token a
+/// client cannot send would lock every operator out, so the config and `hookwall dlq` refuse it.
+pub fn is_token_text(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
+
+#[cfg(test)]
+mod token_text_tests {
+    use super::is_token_text;
+
+    /// Review finding: a token with a newline, a space or non-ASCII passed check-config, and no
+    /// client could ever authenticate; only RFC 6750 b64token text is accepted now.
+    #[test]
+    fn only_bearer_token_characters_are_accepted() {
+        for ok in ["test-admin-token-0123456789", "a.b_c~d+e/f==", "Zx9"] {
+            assert!(is_token_text(ok), "{ok}");
+        }
+        for bad in ["", "two\nlines", "with space", "tökén", "==", "a=b", "tab\t"] {
+            assert!(!is_token_text(bad), "{bad:?}");
+        }
+    }
+}

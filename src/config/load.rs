@@ -816,6 +816,15 @@ impl Check<'_> {
                 self.error("admin.token_file", message);
                 None
             }
+            Ok(text) if !crate::admin::auth::is_token_text(text.trim()) => {
+                let message = format!(
+                    "{}: the token must be one line of visible ASCII (RFC 6750 bearer token \
+                     characters); no client could send it",
+                    path.display()
+                );
+                self.error("admin.token_file", message);
+                None
+            }
             Ok(text) => Some(AdminToken(text.trim().to_owned())),
             Err(e) => {
                 self.error("admin.token_file", format!("cannot read {}: {e}", path.display()));

@@ -196,6 +196,16 @@ impl Engine {
         if generation != self.generation {
             self.generation = generation;
             self.config = self.live.get();
+            // `breaker_failures_max = 0` turns the breaker off: an open one closes now.
+            for (d, dest) in self.config.destinations.iter().enumerate() {
+                if dest.breaker_failures_max == 0 && self.controls.breaker_open(d) {
+                    self.controls.set_breaker_open(d, false);
+                    if let Some(b) = self.breakers.get_mut(d) {
+                        *b = Breaker::default();
+                    }
+                    tracing::info!(code = "breaker_closed", destination = %dest.id, "Circuit breaker closed: turned off by a reload.");
+                }
+            }
         }
     }
 
@@ -260,9 +270,15 @@ impl Engine {
         // was full), or else at the last event returned.
         let mut resume: Vec<Option<(u64, u64)>> = vec![None; self.cursors.len()];
         let mut held: Vec<bool> = vec![false; self.cursors.len()];
+        // Groups with an attempt in flight: their other events wait even when the index says
+        // it is their turn — an operator may drop (or replay) the in-flight event, releasing
+        // the group while its attempt still runs (R22: one at a time).
+        let mut busy_groups: HashSet<String> = self.in_flight_groups.values().cloned().collect();
         for event in scan.events {
             let (shard, key) = (event.shard, (event.due_ms, event.seq));
-            let started = if scan.not_their_turn.contains(&(shard, event.seq)) {
+            let group = event.ordering.as_ref().map(|p| group_of(&event.key, &p.value));
+            let group_busy = group.as_ref().is_some_and(|g| busy_groups.contains(g));
+            let started = if scan.not_their_turn.contains(&(shard, event.seq)) || group_busy {
                 // Held back behind an earlier event of its ordering group (R22). The cursor
                 // moves on (other groups keep flowing); the earlier event's settlement
                 // brings a rescan from the head.
@@ -271,7 +287,11 @@ impl Engine {
                 }
                 true
             } else {
-                self.start(event)
+                let started = self.start(event);
+                if let (true, Some(g)) = (started, group) {
+                    busy_groups.insert(g);
+                }
+                started
             };
             self.backlog |= !started;
             if let (Some(r), Some(h)) = (resume.get_mut(shard), held.get_mut(shard)) {

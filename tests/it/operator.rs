@@ -754,3 +754,29 @@ fn dlq_refuses_a_server_that_is_not_the_admin_api_and_quotes_no_config_line() {
     assert!(stderr.contains("not valid TOML at line 2"), "{}", show(&out));
     assert!(!stderr.contains(secret) && !stderr.contains("whsec_"), "no secret: {}", show(&out));
 }
+
+/// Review finding: a reload to `breaker_failures_max = 0` (breaker off) left an open breaker
+/// open, still pacing the destination to one probe per `backoff_min`. It now closes at once.
+#[test]
+fn a_reload_that_turns_the_breaker_off_closes_it() {
+    let mut f = fixture(Script::always(503), |s| {
+        s.breaker_failures_max = Some(2);
+        s.attempts_max = 50;
+        s.backoff_min = "5s";
+        s.backoff_max = "10s";
+    });
+    let s = stripe_a();
+    for _ in 0..3 {
+        let id = sign::unique_id("evt_breaker_off");
+        assert_eq!(
+            f.hw.deliver(&s, &id, &sign::body(Provider::Stripe, &id, "b")).code(),
+            "accepted"
+        );
+    }
+    let open = [("destination", "sink")];
+    wait_for_sample(&f.hw, "hookwall_dispatch_breaker_open", &open, 1.0, FORWARD_TIMEOUT);
+    let mut off = f.hw.setup.clone();
+    off.breaker_failures_max = Some(0);
+    assert!(f.hw.reload(&off), "reload applied:\n{}", f.hw.stderr());
+    wait_for_sample(&f.hw, "hookwall_dispatch_breaker_open", &open, 0.0, FORWARD_TIMEOUT);
+}

@@ -117,3 +117,33 @@ fn admission_order_survives_a_restart() {
     assert_in_order_one_at_a_time(&recorded, &keys[0]);
     sink.wait_for_key(&s.key(&unordered), 1, FORWARD_TIMEOUT);
 }
+
+/// Review finding (R22): dropping the event of a group while its attempt is still running
+/// released the group at once, and the next event was forwarded while the dropped one was
+/// still being answered. The next event now waits for the running attempt to finish. The
+/// destination is slower (6 s) than the dispatcher's periodic rescan from the head (5 s), so
+/// without the rule the second event would be sent during the first one's answer.
+#[test]
+fn dropping_the_event_in_flight_keeps_one_at_a_time() {
+    const TOKEN: &str = "ordering-admin-token-0123456789";
+    let slow = Duration::from_secs(6);
+    let f = Fixture::with(Io::Auto, Script::always(200).slow(slow), |s| {
+        s.source_lines.push(("stripe-a", "ordering_key = \"/data/object/id\"".to_owned()));
+        s.admin_token = Some(TOKEN.to_owned());
+        s.destination_timeout = "20s";
+    });
+    let keys = admit(&f.hw, &stripe_a(), &["cus_D"], 2);
+    let group = &keys[0];
+    f.sink.wait_for_key(&group[0], 1, FORWARD_TIMEOUT);
+    let path = format!("/admin/events/{}/drop", group[0].replace('/', "%2F"));
+    let headers = [
+        ("Authorization".to_owned(), format!("Bearer {TOKEN}")),
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+    ];
+    let r = crate::client::send_one(f.hw.admin, "POST", &path, &headers, br#"{"reason":"test"}"#);
+    assert_eq!(r.status, 200, "the drop while the attempt runs: {r}");
+    let recorded = f.sink.wait_until(FORWARD_TIMEOUT * 2, "the group's second event", |r| {
+        r.iter().any(|r| r.header("idempotency-key") == group[1])
+    });
+    assert_in_order_one_at_a_time(&recorded, group);
+}
