@@ -31,6 +31,7 @@
 //! | `coinbase` | body `"event"."id"` | body `"event"."type"` |
 //! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
 //! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
+//! | `hubspot` | each element's intent: `sha256:<hex>` ([`hubspot::intent_members`]) | each element's `"subscriptionType"` |
 //!
 //! "Content" means the provider's payload carries no event or delivery id, so the id is derived
 //! from the bytes: a retry that repeats the body is a duplicate (see `docs/providers.md`).
@@ -59,9 +60,9 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, calendly, coinbase, github, gitlab, hmac, intercom, linear, mailgun, paddle,
-    pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard, svix, twilio, twitch,
-    typeform, woocommerce, zoom, Provider,
+    bitbucket, calendly, coinbase, github, gitlab, hmac, hubspot, intercom, linear, mailgun,
+    paddle, pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard, svix, twilio,
+    twitch, typeform, woocommerce, zoom, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -295,7 +296,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Calendly
         | Provider::Coinbase
         | Provider::Zoom
-        | Provider::Mailgun => Ok(req.body.to_vec()),
+        | Provider::Mailgun
+        | Provider::Hubspot => Ok(req.body.to_vec()),
     }
 }
 
@@ -434,7 +436,8 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Hmac
         | Provider::Intercom
         | Provider::Coinbase
-        | Provider::Mailgun => body_id,
+        | Provider::Mailgun
+        | Provider::Hubspot => body_id,
         Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
         // No id in the payload: the content is the identity (module doc).
         Provider::Postmark | Provider::Calendly | Provider::Zoom => {
@@ -483,7 +486,8 @@ fn event_type(
         | Provider::Calendly
         | Provider::Coinbase
         | Provider::Zoom
-        | Provider::Mailgun => body_type,
+        | Provider::Mailgun
+        | Provider::Hubspot => body_type,
         // Discord's `type` is a number (interaction kind), not an event type.
         Provider::Discord => Field::Absent,
         Provider::Linear => Field::header(req, linear::EVENT_HEADER),
@@ -521,7 +525,8 @@ pub struct BatchEvent {
 }
 
 /// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
-/// `sg_event_id` and `event`), in body order, each with its exact bytes.
+/// `sg_event_id` and `event`; HubSpot: each with its `eventId` and `subscriptionType`, its id
+/// and fingerprint over [`hubspot::intent_members`]), in body order, each with its exact bytes.
 ///
 /// Each element is checked as a single delivery's body is (its id present, clean and given
 /// once; its type clean). With `event_types` set, elements of other types are left out (not
@@ -536,13 +541,30 @@ pub fn inspect_batch(
     source: &SourceConfig,
     req: &Request,
 ) -> Result<Vec<BatchEvent>, SchemaReject> {
-    let members = Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER);
+    let is_hubspot = source.provider == Provider::Hubspot;
+    let members = if is_hubspot {
+        Members::top(hubspot::EVENT_ID_MEMBER, hubspot::EVENT_TYPE_MEMBER)
+    } else {
+        Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER)
+    };
     let mut events = Vec::new();
     let mut left_out = 0;
     for element in array_elements(&req.body)? {
         let mut scratch = element.to_vec();
         let fields = BodyFields::read(&mut scratch, members)?;
-        let event_id = event_id(source.provider, req, fields.id)?;
+        let (event_id, fingerprint) = if is_hubspot {
+            // HubSpot's `eventId` (a number) must be there once, but is not the identity.
+            match fields.id {
+                Field::Absent => return Err(SchemaReject::NoEventId),
+                Field::Repeated => return Err(SchemaReject::BadEventId),
+                Field::Text(_) | Field::NotText => {}
+            }
+            let intent = hubspot::intent_members(element).ok_or(SchemaReject::NotJson)?;
+            let fingerprint = fingerprint(&intent);
+            (format!("sha256:{}", hex::encode(fingerprint)), fingerprint)
+        } else {
+            (event_id(source.provider, req, fields.id)?, fingerprint(element))
+        };
         let event_type = match event_type(source, req, fields.kind) {
             Ok(kind) => kind,
             Err(SchemaReject::EventTypeNotAllowed) if source.event_types.is_some() => {
@@ -552,8 +574,7 @@ pub fn inspect_batch(
             Err(other) => return Err(other),
         };
         let ordering = source.ordering_key.as_ref().and_then(|key| key.value_in(element.to_vec()));
-        let inspected =
-            Inspected { event_id, event_type, fingerprint: fingerprint(element), ordering };
+        let inspected = Inspected { event_id, event_type, fingerprint, ordering };
         events.push(BatchEvent { inspected, body: element.to_vec() });
     }
     if events.is_empty() {

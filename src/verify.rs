@@ -123,8 +123,8 @@ pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<V
 
 /// As [`verify`], for a request whose signed URL is known: `url` is what
 /// [`crate::signed_url::signed_url`] rebuilt (scheme, authority, path and query as the provider
-/// saw them). Only URL-signing providers (Twilio, Square) read it; `None` means the URL is
-/// rebuilt from the request alone ([`crate::signed_url::request_url`]).
+/// saw them). Only URL-signing providers (Twilio, Square, HubSpot) read it; `None` means the URL
+/// is rebuilt from the request alone ([`crate::signed_url::request_url`]).
 ///
 /// # Errors
 /// As [`verify`]; a URL-signing provider answers [`Reject::SignatureMissing`] when no URL can be

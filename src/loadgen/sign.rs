@@ -33,7 +33,8 @@ enum SignKey {
 pub struct Signer {
     provider: Provider,
     key: SignKey,
-    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square) sign it.
+    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square,
+    /// HubSpot) sign it.
     url: String,
 }
 
@@ -104,7 +105,8 @@ impl Signer {
             | Provider::Calendly
             | Provider::Coinbase
             | Provider::Zoom
-            | Provider::Mailgun => SignKey::Hmac(sha256(secret.as_bytes())),
+            | Provider::Mailgun
+            | Provider::Hubspot => SignKey::Hmac(sha256(secret.as_bytes())),
             Provider::Intercom => SignKey::Hmac(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
                 secret.as_bytes(),
@@ -124,8 +126,8 @@ impl Signer {
     }
 
     /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
-    /// the server rebuilds it from `Host` and the request target); only Twilio and Square sign
-    /// it. The default is `http://127.0.0.1/`.
+    /// the server rebuilds it from `Host` and the request target); only Twilio, Square and HubSpot
+    /// sign it. The default is `http://127.0.0.1/`.
     #[must_use]
     pub fn with_url(mut self, url: String) -> Signer {
         self.url = url;
@@ -225,6 +227,11 @@ impl Signer {
                     r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{signature}"}},"event-data":{{"id":"{id}","event":"delivered","timestamp":{t},"invoice":{INVOICE}}}}}"#
                 )
             }
+            // A batch of one event (HubSpot always posts an array); the identity is the
+            // event's content, which carries the id as `changeSource`'s `sourceId`.
+            Provider::Hubspot => format!(
+                r#"[{{"eventId":1,"subscriptionId":12345,"portalId":62515,"appId":54321,"occurredAt":1700000000000,"subscriptionType":"contact.creation","attemptNumber":0,"objectId":123,"changeSource":"CRM","sourceId":"{id}","invoice":{INVOICE}}}]"#
+            ),
         };
         text.into_bytes()
     }
@@ -390,6 +397,12 @@ impl Signer {
             }
             // The signature travels in the body (`body_at`).
             Provider::Mailgun => {}
+            Provider::Hubspot => {
+                let ms = format!("{t}000");
+                let content = [b"POST", self.url.as_bytes(), body, ms.as_bytes()];
+                h.push(("X-HubSpot-Signature-v3", b64(&self.mac(&content))));
+                h.push(("X-HubSpot-Request-Timestamp", ms));
+            }
         }
         h
     }

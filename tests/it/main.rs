@@ -51,6 +51,7 @@ mod observability;
 mod operator;
 mod ordering;
 mod providers;
+mod providers_batch;
 mod providers_more;
 mod reload;
 mod shedding;

@@ -191,6 +191,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Calendly => "calendly-webhook-signature",
         Provider::Coinbase => "x-cc-webhook-signature",
         Provider::Zoom => "x-zm-signature",
+        Provider::Hubspot => "x-hubspot-signature-v3",
         // Signed inside the body: `providers_more` sends the unsigned body instead.
         Provider::Mailgun => "",
     }

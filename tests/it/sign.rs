@@ -54,6 +54,8 @@ pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQ
 /// Its public key as SendGrid's Mail Settings show it (base64 SubjectPublicKeyInfo): the
 /// secret of the `sendgrid-*` sources.
 pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
+/// HubSpot app client secret of source `hubspot-a` (used as written).
+pub const HUBSPOT_SECRET: &str = "hookwall-it-hubspot-client-secret";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 /// Seed of the Ed25519 key pair that signs Discord test deliveries (Discord's, never ours).
@@ -149,6 +151,10 @@ pub enum Provider {
     /// The signature inside the body (`signature.timestamp`/`token`/`signature`); id
     /// `event-data.id`. Signed by [`body_at`], not by [`headers`].
     Mailgun,
+    /// HubSpot v3 (`X-HubSpot-Signature-v3`, base64 HMAC-SHA256 over method ‖ URL ‖ body ‖
+    /// ms timestamp); a JSON array of events, each id derived from its members without
+    /// `attemptNumber` ([`hubspot_event_id`]). Signed with [`hubspot_headers`].
+    Hubspot,
 }
 
 impl Provider {
@@ -182,6 +188,7 @@ impl Provider {
             Provider::Coinbase => "coinbase",
             Provider::Zoom => "zoom",
             Provider::Mailgun => "mailgun",
+            Provider::Hubspot => "hubspot",
         }
     }
 }
@@ -336,6 +343,7 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Mailgun => {
             format!(r#"{{"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#)
         }
+        Provider::Hubspot => format!("[{}]", hubspot_event(&hubspot_members(id, note, 0))),
     };
     text.into_bytes()
 }
@@ -504,8 +512,8 @@ pub fn headers(
             ));
             h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
         }
-        Provider::Twilio | Provider::Square => {
-            panic!("{provider:?} signs a URL: sign with url_headers")
+        Provider::Twilio | Provider::Square | Provider::Hubspot => {
+            panic!("{provider:?} signs a URL: sign with url_headers or hubspot_headers")
         }
         Provider::Discord => {
             let seed = if secret == DISCORD_PUBLIC { DISCORD_SEED } else { [0x44; 32] };
@@ -641,6 +649,63 @@ pub fn url_headers(
         ]),
         other => panic!("{other:?} does not sign a URL"),
     }
+}
+
+/// The members of one HubSpot event (name, JSON text as sent), as HubSpot's Webhooks API lays
+/// them out; `id` travels as `sourceId`, `note` as `propertyValue`, `attempt` as
+/// `attemptNumber` (0 first, one more per retry).
+pub fn hubspot_members(id: &str, note: &str, attempt: u32) -> Vec<(&'static str, String)> {
+    vec![
+        ("eventId", "1234567".to_owned()),
+        ("subscriptionId", "2881778".to_owned()),
+        ("portalId", "62515".to_owned()),
+        ("appId", "1160452".to_owned()),
+        ("occurredAt", "1700000000123".to_owned()),
+        ("subscriptionType", r#""contact.propertyChange""#.to_owned()),
+        ("attemptNumber", attempt.to_string()),
+        ("objectId", "123".to_owned()),
+        ("propertyName", r#""lifecyclestage""#.to_owned()),
+        ("propertyValue", format!("{note:?}")),
+        ("changeSource", r#""CRM""#.to_owned()),
+        ("sourceId", format!("{id:?}")),
+    ]
+}
+
+/// The exact text of one HubSpot event with `members`.
+pub fn hubspot_event(members: &[(&str, String)]) -> String {
+    let inner: Vec<String> = members.iter().map(|(n, v)| format!("\"{n}\":{v}")).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// The event id hookwall gives a HubSpot event (docs/providers.md): `sha256:` and the hex
+/// SHA-256 of its members except `attemptNumber`, in order, each name and raw value preceded
+/// by its byte length as 8 little-endian bytes.
+pub fn hubspot_event_id(members: &[(&str, String)]) -> String {
+    let mut intent = Vec::new();
+    for (name, value) in members.iter().filter(|(n, _)| *n != "attemptNumber") {
+        for piece in [name.as_bytes(), value.as_bytes()] {
+            intent.extend_from_slice(&(piece.len() as u64).to_le_bytes());
+            intent.extend_from_slice(piece);
+        }
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, &intent);
+    format!("sha256:{}", hex::encode(digest.as_ref()))
+}
+
+/// HubSpot's v3 headers ("Validating requests"): `X-HubSpot-Signature-v3` = base64
+/// HMAC-SHA256 by the client secret over `POST` ‖ `url` ‖ body ‖ the timestamp `t_ms` (Unix
+/// milliseconds, sent in `X-HubSpot-Request-Timestamp`).
+pub fn hubspot_headers(secret: &str, url: &str, t_ms: i64, body: &[u8]) -> Vec<(String, String)> {
+    let ts = t_ms.to_string();
+    let mac = hmac_sha256(secret.as_bytes(), &[b"POST", url.as_bytes(), body, ts.as_bytes()]);
+    vec![
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+        (
+            "X-HubSpot-Signature-v3".to_owned(),
+            base64::engine::general_purpose::STANDARD.encode(mac),
+        ),
+        ("X-HubSpot-Request-Timestamp".to_owned(), ts),
+    ]
 }
 
 /// Replaces (or adds) header `name` (case-insensitive) in `headers`.

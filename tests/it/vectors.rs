@@ -3,9 +3,10 @@
 //! each provider's cases: stripe-python, standardwebhooks, svix, PyNaCl for Standard Webhooks
 //! v1a, Python's `hmac` per Shopify's documented example, GitLab's documented headers), plus
 //! GitHub's documented example; for the providers of the second batch discord-interactions,
-//! coinbase-commerce and mailgun's SDK check what PyNaCl and Python's `hmac` made (provenance
-//! per provider in `gen_vectors.py`). Checked with the library API `hookwall::verify::verify` and
-//! `hookwall::inspect::inspect` (R1, R2, R6, R8). CI regenerates the JSON before the tests; the
+//! coinbase-commerce and mailgun's SDK check what PyNaCl and Python's `hmac` made; HubSpot's
+//! cases are hubspot-api-client's `Signature` (provenance per provider in `gen_vectors.py`).
+//! Checked with the library API `hookwall::verify::verify` and `hookwall::inspect::inspect`
+//! (R1, R2, R6, R8). CI regenerates the JSON before the tests; the
 //! committed copy keeps `cargo test` working offline.
 
 use std::time::Duration;
@@ -237,6 +238,7 @@ fn official_library_vectors_verify() {
         "coinbase",
         "zoom",
         "mailgun",
+        "hubspot",
     ]) {
         let n = counts.get(provider).copied().unwrap_or(0);
         assert!(n >= 3, "several cases for {provider}, got {counts:?}");

@@ -108,6 +108,14 @@ Signing code used (read in the installed package sources):
   ``SecurityGuard.verify_webhook(signing_key, token, timestamp, signature, max_age_seconds=0)``
   (hex HMAC-SHA256 of ``timestamp + token``); signatures are made with Python's ``hmac`` and
   each is checked with it. The signature travels inside the JSON body.
+* hubspot-api-client (12.0.0, hubspot/utils/signature.py): ``Signature.get_signature(secret,
+  body, "v3", uri, "POST", timestamp_ms)`` (base64 HMAC-SHA256 over ``method + uri + body +
+  timestamp``), each checked with ``Signature.is_valid(..., signature_version="v3", ...)`` with
+  that module's clock frozen at the case's time (it refuses timestamps older than 5 minutes).
+  The bodies are JSON arrays of events as HubSpot's Webhooks API posts them. One case signs the
+  URI with HubSpot's documented percent-escapes decoded (``%2F`` -> ``/``, ``%3F`` -> ``?``)
+  while the request carries them encoded (its ``url``), as HubSpot's "Validating requests" v3
+  steps describe; the SDK signs whatever URI it is given.
 
 Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
 ``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
@@ -129,6 +137,8 @@ import hashlib
 import hmac
 
 import coinbase_commerce.webhook
+import hubspot.utils.signature
+from hubspot.utils.signature import Signature as HubSpotSignature
 import discord_interactions
 import nacl.signing
 from mailgun.security import SecurityGuard
@@ -897,6 +907,57 @@ def mailgun_cases():
     return cases
 
 
+def hubspot_cases():
+    """HubSpot v3 batches signed by hubspot-api-client's Signature, checked with is_valid."""
+    event = ('{{"eventId":{n},"subscriptionId":2881778,"portalId":62515,"appId":1160452,'
+             '"occurredAt":1699999990123,"subscriptionType":"{kind}","attemptNumber":0,'
+             '"objectId":{obj},"changeFlag":"NEW","changeSource":"CRM","sourceId":"userId:1"}}')
+    inputs = [
+        ("batch of two", "hs-client-secret-0f1e2d3c", 1700000000, 1700000000123,
+         "https://example.com/webhooks/hubspot", None,
+         "[" + event.format(n=100, kind="contact.creation", obj=123) + ","
+         + event.format(n=101, kind="contact.propertyChange", obj=123) + "]"),
+        ("escaped JSON as sent", "hs-client-secret-escaped", 1700000321, 1700000321999,
+         "https://hooks.example.com/webhooks/hs?portal=62515", None,
+         '[{"eventId":7,"subscriptionType":"deal.creation","attemptNumber":1,'
+         '"propertyValue":"https:\\/\\/x\\u0026y"}]'),
+        ("pretty-printed with CRLF", "hs-client-secret-crlf", 1735689600, 1735689600000,
+         "https://hooks.example.com:8443/webhooks/hubspot", None,
+         '[\r\n  {"eventId": 1, "subscriptionType": "company.deletion", "attemptNumber": 0},\r\n'
+         '  {"eventId": 2, "subscriptionType": "company.creation", "attemptNumber": 2}\r\n]\r\n'),
+        ("percent-escapes decoded in the signed URI", "hs-client-secret-escapes", 1700000500,
+         1700000500500, "https://example.com/webhooks/hubspot?next=%2Fdone%3Fok",
+         "https://example.com/webhooks/hubspot?next=/done?ok",
+         "[" + event.format(n=300, kind="ticket.creation", obj=9) + "]"),
+    ]
+    cases = []
+    real = hubspot.utils.signature.datetime
+    for name, secret, t, t_ms, url, signed_uri, body in inputs:
+        signed_uri = signed_uri or url
+        signature = HubSpotSignature.get_signature(secret, body, "v3", signed_uri, "POST",
+                                                   str(t_ms))
+
+        class Frozen(datetime):
+            @classmethod
+            def now(cls, tz=None, _t=t):
+                return datetime.fromtimestamp(_t, tz=tz)
+
+        hubspot.utils.signature.datetime = Frozen
+        try:
+            assert HubSpotSignature.is_valid(signature, secret, body, signed_uri, "POST", "v3",
+                                             str(t_ms)), name
+        finally:
+            hubspot.utils.signature.datetime = real
+        entry = case("hubspot", name, secret, t, body, {
+            "Content-Type": "application/json",
+            "X-HubSpot-Signature-v3": signature,
+            "X-HubSpot-Request-Timestamp": str(t_ms),
+        })
+        entry["url"] = url
+        cases.append(entry)
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -925,7 +986,7 @@ def main():
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
                     "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography",
-                    "discord-interactions", "coinbase-commerce", "mailgun"):
+                    "discord-interactions", "coinbase-commerce", "mailgun", "hubspot-api-client"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -936,7 +997,7 @@ def main():
         + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases()
         + discord_cases() + github_legacy_cases() + hmac_generic_cases()
         + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
-        + coinbase_cases() + zoom_cases() + mailgun_cases(),
+        + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

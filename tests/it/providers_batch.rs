@@ -1,0 +1,101 @@
+//! The last batch of issue 3's providers through the running server on both back ends:
+//! HubSpot (v3: a signed URL and a batch of events). Each signed delivery is `accepted`, each
+//! event forwarded once, alone, as its exact element bytes under its own id; HubSpot's retry,
+//! which raises every event's `attemptNumber` and is signed anew, is a `duplicate` (never a 409);
+//! a changed body, a wrong key, another URL, a missing signature and stale or future timestamps
+//! get the SPEC §3 answers. Signing is `sign.rs`'s, written from the providers' docs.
+
+use crate::client::Response;
+use crate::harness::{Fixture, Source, FORWARD_TIMEOUT};
+use crate::sign::{self, Provider};
+use crate::sink::Script;
+
+fn hubspot_a() -> Source {
+    Source {
+        id: "hubspot-a",
+        tenant: "acme",
+        provider: Provider::Hubspot,
+        secrets: vec![("k1", sign::HUBSPOT_SECRET)],
+        event_types: Vec::new(),
+    }
+}
+
+#[track_caller]
+fn expect(r: &Response, status: u16, code: &str, what: &str) {
+    assert_eq!(r.answer(), (status, code.to_owned()), "{what}: got {r}");
+}
+
+/// The URL hookwall rebuilds for a direct delivery (the test client sends `Host: 127.0.0.1`).
+const HUBSPOT_URL: &str = "http://127.0.0.1/webhooks/hubspot-a";
+
+/// A HubSpot batch of `events` (each the members of one event), one element per line.
+fn batch(events: &[Vec<(&'static str, String)>]) -> Vec<u8> {
+    let elements: Vec<String> = events.iter().map(|m| sign::hubspot_event(m)).collect();
+    format!("[{}]", elements.join(",\n")).into_bytes()
+}
+
+/// Posts `body` to `hubspot-a` signed by `secret` over `url` at `t_ms` (Unix ms).
+fn post(f: &Fixture, secret: &str, url: &str, t_ms: i64, body: &[u8]) -> Response {
+    f.hw.post("hubspot-a", &sign::hubspot_headers(secret, url, t_ms, body), body)
+}
+
+on_both_io! {
+    /// Issue 3: HubSpot v3 end to end. A batch of two is accepted and forwarded as two
+    /// events; HubSpot's retry (every `attemptNumber` raised, a new timestamp and signature)
+    /// is a duplicate; forged, re-addressed, unsigned, stale and future deliveries admit
+    /// nothing.
+    fn hubspot_batches(io: Io) {
+        let source = hubspot_a();
+        let f = Fixture::with(io, Script::always(200), |setup| setup.sources.push(hubspot_a()));
+        let tag = sign::unique_id("hs");
+        let members =
+            |n: u32, attempt: u32| sign::hubspot_members(&format!("{tag}-{n}"), "lead", attempt);
+        let now_ms = sign::now_unix_s() * 1000 + 250;
+
+        let first = batch(&[members(0, 0), members(1, 0)]);
+        let r = post(&f, sign::HUBSPOT_SECRET, HUBSPOT_URL, now_ms, &first);
+        expect(&r, 200, "accepted", "batch of 2");
+        for n in 0..2 {
+            let id = sign::hubspot_event_id(&members(n, 0));
+            let fwd = f.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+            let element = sign::hubspot_event(&members(n, 0)).into_bytes();
+            assert!(fwd[0].body == element, "event {n}: forwarded alone, as its exact bytes");
+            assert_eq!(fwd[0].header("hookwall-event-id"), id, "event {n}: its own id");
+            assert!(fwd[0].header("hookwall-verification").contains("k1"), "event {n}: key id");
+        }
+
+        // HubSpot's retry: attemptNumber 1, signed again a few seconds later.
+        let retry = batch(&[members(0, 1), members(1, 1)]);
+        let r = post(&f, sign::HUBSPOT_SECRET, HUBSPOT_URL, now_ms + 5_000, &retry);
+        expect(&r, 200, "duplicate", "retry with a new attemptNumber");
+
+        // Refused whole: a forged, a re-addressed, an unsigned, a stale and a future batch.
+        let fresh = batch(&[members(2, 0)]);
+        let forged = post(&f, sign::WRONG_SECRET, HUBSPOT_URL, now_ms, &fresh);
+        expect(&forged, 401, "signature_invalid", "wrong key");
+        let elsewhere = "http://127.0.0.1/webhooks/other";
+        let r = post(&f, sign::HUBSPOT_SECRET, elsewhere, now_ms, &fresh);
+        expect(&r, 401, "signature_invalid", "signed for another URL");
+        let mut tampered = fresh.clone();
+        let at = tampered.iter().rposition(|b| *b == b'l').expect("the l of \"lead\"");
+        tampered[at] = b'L';
+        let headers = sign::hubspot_headers(sign::HUBSPOT_SECRET, HUBSPOT_URL, now_ms, &fresh);
+        let r = f.hw.post("hubspot-a", &headers, &tampered);
+        expect(&r, 401, "signature_invalid", "changed body");
+        let mut unsigned = headers.clone();
+        sign::remove_header(&mut unsigned, "x-hubspot-signature-v3");
+        expect(&f.hw.post("hubspot-a", &unsigned, &fresh), 401, "signature_missing", "unsigned");
+        let stale = post(&f, sign::HUBSPOT_SECRET, HUBSPOT_URL, now_ms - 700_000, &fresh);
+        expect(&stale, 401, "stale", "older than 5 minutes");
+        let future = post(&f, sign::HUBSPOT_SECRET, HUBSPOT_URL, now_ms + 700_000, &fresh);
+        expect(&future, 401, "stale", "from the future");
+
+        f.flush_with_marker();
+        for n in 0..2 {
+            let id = sign::hubspot_event_id(&members(n, 0));
+            assert_eq!(f.sink.for_key(&source.key(&id)).len(), 1, "event {n}: forwarded once");
+        }
+        let refused = sign::hubspot_event_id(&members(2, 0));
+        assert!(f.sink.for_key(&source.key(&refused)).is_empty(), "refused batches admit nothing");
+    }
+}
