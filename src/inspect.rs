@@ -31,6 +31,7 @@
 //! | `coinbase` | body `"event"."id"` | body `"event"."type"` |
 //! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
 //! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
+//! | `mandrill` | each `mandrill_events` element's content: `sha256:<hex SHA-256 of its bytes>` | each element's `"event"` |
 //! | `hubspot` | each element's intent: `sha256:<hex>` ([`hubspot::intent_members`]) | each element's `"subscriptionType"` |
 //!
 //! "Content" means the provider's payload carries no event or delivery id, so the id is derived
@@ -61,8 +62,8 @@ use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
     bitbucket, calendly, coinbase, github, gitlab, hmac, hubspot, intercom, linear, mailgun,
-    paddle, pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard, svix, twilio,
-    twitch, typeform, woocommerce, zoom, Provider,
+    mandrill, paddle, pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard,
+    svix, twilio, twitch, typeform, woocommerce, zoom, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -297,7 +298,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Coinbase
         | Provider::Zoom
         | Provider::Mailgun
-        | Provider::Hubspot => Ok(req.body.to_vec()),
+        | Provider::Hubspot
+        | Provider::Mandrill => Ok(req.body.to_vec()),
     }
 }
 
@@ -437,7 +439,8 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Intercom
         | Provider::Coinbase
         | Provider::Mailgun
-        | Provider::Hubspot => body_id,
+        | Provider::Hubspot
+        | Provider::Mandrill => body_id,
         Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
         // No id in the payload: the content is the identity (module doc).
         Provider::Postmark | Provider::Calendly | Provider::Zoom => {
@@ -487,7 +490,8 @@ fn event_type(
         | Provider::Coinbase
         | Provider::Zoom
         | Provider::Mailgun
-        | Provider::Hubspot => body_type,
+        | Provider::Hubspot
+        | Provider::Mandrill => body_type,
         // Discord's `type` is a number (interaction kind), not an event type.
         Provider::Discord => Field::Absent,
         Provider::Linear => Field::header(req, linear::EVENT_HEADER),
@@ -526,7 +530,9 @@ pub struct BatchEvent {
 
 /// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
 /// `sg_event_id` and `event`; HubSpot: each with its `eventId` and `subscriptionType`, its id
-/// and fingerprint over [`hubspot::intent_members`]), in body order, each with its exact bytes.
+/// and fingerprint over [`hubspot::intent_members`]; Mandrill: the elements of the decoded
+/// `mandrill_events` form parameter, each id the SHA-256 of its bytes), in body order, each with
+/// its exact bytes.
 ///
 /// Each element is checked as a single delivery's body is (its id present, clean and given
 /// once; its type clean). With `event_types` set, elements of other types are left out (not
@@ -542,14 +548,23 @@ pub fn inspect_batch(
     req: &Request,
 ) -> Result<Vec<BatchEvent>, SchemaReject> {
     let is_hubspot = source.provider == Provider::Hubspot;
-    let members = if is_hubspot {
-        Members::top(hubspot::EVENT_ID_MEMBER, hubspot::EVENT_TYPE_MEMBER)
+    let is_mandrill = source.provider == Provider::Mandrill;
+    let members = match source.provider {
+        Provider::Hubspot => Members::top(hubspot::EVENT_ID_MEMBER, hubspot::EVENT_TYPE_MEMBER),
+        Provider::Mandrill => Members::top("", mandrill::EVENT_TYPE_MEMBER),
+        _ => Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER),
+    };
+    // Mandrill: the array is the decoded `mandrill_events` form parameter.
+    let decoded;
+    let array: &[u8] = if is_mandrill {
+        decoded = mandrill::events_param(&req.body).ok_or(SchemaReject::NotJson)?;
+        &decoded
     } else {
-        Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER)
+        &req.body
     };
     let mut events = Vec::new();
     let mut left_out = 0;
-    for element in array_elements(&req.body)? {
+    for element in array_elements(array)? {
         let mut scratch = element.to_vec();
         let fields = BodyFields::read(&mut scratch, members)?;
         let (event_id, fingerprint) = if is_hubspot {
@@ -561,6 +576,10 @@ pub fn inspect_batch(
             }
             let intent = hubspot::intent_members(element).ok_or(SchemaReject::NotJson)?;
             let fingerprint = fingerprint(&intent);
+            (format!("sha256:{}", hex::encode(fingerprint)), fingerprint)
+        } else if is_mandrill {
+            // No event id in Mandrill's events: the element's bytes are its identity.
+            let fingerprint = fingerprint(element);
             (format!("sha256:{}", hex::encode(fingerprint)), fingerprint)
         } else {
             (event_id(source.provider, req, fields.id)?, fingerprint(element))

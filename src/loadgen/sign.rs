@@ -34,7 +34,7 @@ pub struct Signer {
     provider: Provider,
     key: SignKey,
     /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square,
-    /// HubSpot) sign it.
+    /// HubSpot, Mandrill) sign it.
     url: String,
 }
 
@@ -70,10 +70,9 @@ impl Signer {
             | Provider::Woocommerce
             | Provider::Bitbucket
             | Provider::Square => SignKey::Hmac(sha256(secret.as_bytes())),
-            Provider::Segment | Provider::Twilio => SignKey::Hmac(ring::hmac::Key::new(
-                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
-                secret.as_bytes(),
-            )),
+            Provider::Segment | Provider::Twilio | Provider::Mandrill => SignKey::Hmac(
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes()),
+            ),
             Provider::Standard if secret.starts_with("whsk_") => {
                 let bytes = base64_after(secret, "whsk_")?;
                 let seed = bytes.get(..32).filter(|_| bytes.len() == 32 || bytes.len() == 64);
@@ -126,7 +125,7 @@ impl Signer {
     }
 
     /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
-    /// the server rebuilds it from `Host` and the request target); only Twilio, Square and HubSpot
+    /// the server rebuilds it from `Host` and the request target); only Twilio, Square, HubSpot and Mandrill
     /// sign it. The default is `http://127.0.0.1/`.
     #[must_use]
     pub fn with_url(mut self, url: String) -> Signer {
@@ -229,6 +228,16 @@ impl Signer {
             }
             // A batch of one event (HubSpot always posts an array); the identity is the
             // event's content, which carries the id as `changeSource`'s `sourceId`.
+            // A form whose `mandrill_events` is a batch of one event (the id in `_id`).
+            Provider::Mandrill => {
+                let events = format!(
+                    r#"[{{"event":"send","_id":"{id}","ts":1700000000,"msg":{{"email":"payer@example.com","subject":"Paid","invoice":{INVOICE}}}}}]"#
+                );
+                let encoded: String = form_urlencoded::Serializer::new(String::new())
+                    .append_pair("mandrill_events", &events)
+                    .finish();
+                encoded
+            }
             Provider::Hubspot => format!(
                 r#"[{{"eventId":1,"subscriptionId":12345,"portalId":62515,"appId":54321,"occurredAt":1700000000000,"subscriptionType":"contact.creation","attemptNumber":0,"objectId":123,"changeSource":"CRM","sourceId":"{id}","invoice":{INVOICE}}}]"#
             ),
@@ -397,6 +406,11 @@ impl Signer {
             }
             // The signature travels in the body (`body_at`).
             Provider::Mailgun => {}
+            Provider::Mandrill => {
+                h[0].1 = "application/x-www-form-urlencoded".to_owned();
+                let content = crate::provider::mandrill::signed_content(&self.url, body);
+                h.push(("X-Mandrill-Signature", b64(&self.mac(&[&content]))));
+            }
             Provider::Hubspot => {
                 let ms = format!("{t}000");
                 let content = [b"POST", self.url.as_bytes(), body, ms.as_bytes()];

@@ -192,6 +192,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Coinbase => "x-cc-webhook-signature",
         Provider::Zoom => "x-zm-signature",
         Provider::Hubspot => "x-hubspot-signature-v3",
+        Provider::Mandrill => "x-mandrill-signature",
         // Signed inside the body: `providers_more` sends the unsigned body instead.
         Provider::Mailgun => "",
     }

@@ -1,6 +1,8 @@
 //! The last batch of issue 3's providers through the running server on both back ends:
-//! HubSpot (v3: a signed URL and a batch of events). Each signed delivery is `accepted`, each
-//! event forwarded once, alone, as its exact element bytes under its own id; HubSpot's retry,
+//! HubSpot (v3: a signed URL and a batch of events) and Mandrill (a signed URL and a form whose
+//! `mandrill_events` is a batch; its URL-check POST answered, nothing admitted). Each signed
+//! delivery is `accepted`, each event forwarded once, alone, as its exact element bytes under
+//! its own id; HubSpot's retry,
 //! which raises every event's `attemptNumber` and is signed anew, is a `duplicate` (never a 409);
 //! a changed body, a wrong key, another URL, a missing signature and stale or future timestamps
 //! get the SPEC §3 answers. Signing is `sign.rs`'s, written from the providers' docs.
@@ -96,6 +98,80 @@ on_both_io! {
             assert_eq!(f.sink.for_key(&source.key(&id)).len(), 1, "event {n}: forwarded once");
         }
         let refused = sign::hubspot_event_id(&members(2, 0));
+        assert!(f.sink.for_key(&source.key(&refused)).is_empty(), "refused batches admit nothing");
+    }
+}
+
+fn mandrill_a() -> Source {
+    Source {
+        id: "mandrill-a",
+        tenant: "acme",
+        provider: Provider::Mandrill,
+        secrets: vec![("k1", sign::MANDRILL_KEY)],
+        event_types: Vec::new(),
+    }
+}
+
+/// The URL hookwall rebuilds for a direct delivery to `mandrill-a`.
+const MANDRILL_URL: &str = "http://127.0.0.1/webhooks/mandrill-a";
+
+/// Posts the form `body` to `mandrill-a` signed by `key` over `url`.
+fn post_mandrill(f: &Fixture, key: &str, url: &str, body: &str) -> Response {
+    let body = body.as_bytes();
+    f.hw.post("mandrill-a", &sign::mandrill_headers(key, url, body), body)
+}
+
+on_both_io! {
+    /// Issue 3: Mandrill end to end. A batch of two is accepted and forwarded as two events,
+    /// each under the SHA-256 of its bytes; Mandrill's retry of the same batch is a duplicate;
+    /// its URL-check POST (`[]` signed with `test-webhook`) is answered 200 and admits
+    /// nothing; forged, re-addressed and unsigned batches are refused.
+    fn mandrill_batches(io: Io) {
+        let source = mandrill_a();
+        let f = Fixture::with(io, Script::always(200), |setup| setup.sources.push(mandrill_a()));
+        let tag = sign::unique_id("md");
+        let events: Vec<String> =
+            (0..3).map(|n| sign::mandrill_event(&format!("{tag}-{n}"), "Hi")).collect();
+
+        let first = sign::mandrill_form(&events[..2]);
+        let r = post_mandrill(&f, sign::MANDRILL_KEY, MANDRILL_URL, &first);
+        expect(&r, 200, "accepted", "batch of 2");
+        for event in &events[..2] {
+            let id = sign::mandrill_event_id(event);
+            let fwd = f.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+            assert!(fwd[0].body == event.as_bytes(), "forwarded alone, as its exact bytes");
+            assert_eq!(fwd[0].header("hookwall-event-id"), id, "its own id");
+        }
+        let r = post_mandrill(&f, sign::MANDRILL_KEY, MANDRILL_URL, &first);
+        expect(&r, 200, "duplicate", "Mandrill's retry of the batch");
+
+        // The URL check when the webhook is added: answered, never admitted.
+        let empty = sign::mandrill_form(&[]);
+        let r = post_mandrill(&f, "test-webhook", MANDRILL_URL, &empty);
+        expect(&r, 200, "challenge", "URL check");
+        let r = post_mandrill(&f, sign::WRONG_SECRET, MANDRILL_URL, &empty);
+        expect(&r, 401, "signature_invalid", "URL check with another key");
+        // The generic key proves nothing for real events.
+        let fresh = sign::mandrill_form(&events[2..]);
+        let r = post_mandrill(&f, "test-webhook", MANDRILL_URL, &fresh);
+        expect(&r, 401, "signature_invalid", "events signed with the generic key");
+
+        let r = post_mandrill(&f, sign::WRONG_SECRET, MANDRILL_URL, &fresh);
+        expect(&r, 401, "signature_invalid", "wrong key");
+        let r = post_mandrill(&f, sign::MANDRILL_KEY, "http://127.0.0.1/webhooks/other", &fresh);
+        expect(&r, 401, "signature_invalid", "signed for another URL");
+        let mut unsigned =
+            sign::mandrill_headers(sign::MANDRILL_KEY, MANDRILL_URL, fresh.as_bytes());
+        sign::remove_header(&mut unsigned, "x-mandrill-signature");
+        let r = f.hw.post("mandrill-a", &unsigned, fresh.as_bytes());
+        expect(&r, 401, "signature_missing", "unsigned");
+
+        f.flush_with_marker();
+        for event in &events[..2] {
+            let id = sign::mandrill_event_id(event);
+            assert_eq!(f.sink.for_key(&source.key(&id)).len(), 1, "forwarded once");
+        }
+        let refused = sign::mandrill_event_id(&events[2]);
         assert!(f.sink.for_key(&source.key(&refused)).is_empty(), "refused batches admit nothing");
     }
 }

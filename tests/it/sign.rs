@@ -56,6 +56,8 @@ pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQ
 pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
 /// HubSpot app client secret of source `hubspot-a` (used as written).
 pub const HUBSPOT_SECRET: &str = "hookwall-it-hubspot-client-secret";
+/// Mandrill webhook key of source `mandrill-a` (used as written).
+pub const MANDRILL_KEY: &str = "hookwall-it-mandrill-webhook-key";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 /// Seed of the Ed25519 key pair that signs Discord test deliveries (Discord's, never ours).
@@ -155,6 +157,10 @@ pub enum Provider {
     /// ms timestamp); a JSON array of events, each id derived from its members without
     /// `attemptNumber` ([`hubspot_event_id`]). Signed with [`hubspot_headers`].
     Hubspot,
+    /// Mandrill (`X-Mandrill-Signature`, base64 HMAC-SHA1 over URL ‖ sorted form params); a
+    /// form whose `mandrill_events` is a JSON array, each event's id the SHA-256 of its bytes.
+    /// Signed with [`mandrill_headers`].
+    Mandrill,
 }
 
 impl Provider {
@@ -189,6 +195,7 @@ impl Provider {
             Provider::Zoom => "zoom",
             Provider::Mailgun => "mailgun",
             Provider::Hubspot => "hubspot",
+            Provider::Mandrill => "mandrill",
         }
     }
 }
@@ -344,6 +351,7 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
             format!(r#"{{"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#)
         }
         Provider::Hubspot => format!("[{}]", hubspot_event(&hubspot_members(id, note, 0))),
+        Provider::Mandrill => mandrill_form(&[mandrill_event(id, note)]),
     };
     text.into_bytes()
 }
@@ -512,8 +520,8 @@ pub fn headers(
             ));
             h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
         }
-        Provider::Twilio | Provider::Square | Provider::Hubspot => {
-            panic!("{provider:?} signs a URL: sign with url_headers or hubspot_headers")
+        Provider::Twilio | Provider::Square | Provider::Hubspot | Provider::Mandrill => {
+            panic!("{provider:?} signs a URL: sign with url_headers, hubspot_headers or mandrill_headers")
         }
         Provider::Discord => {
             let seed = if secret == DISCORD_PUBLIC { DISCORD_SEED } else { [0x44; 32] };
@@ -705,6 +713,46 @@ pub fn hubspot_headers(secret: &str, url: &str, t_ms: i64, body: &[u8]) -> Vec<(
             base64::engine::general_purpose::STANDARD.encode(mac),
         ),
         ("X-HubSpot-Request-Timestamp".to_owned(), ts),
+    ]
+}
+
+/// One Mandrill message event (its exact text): `id` as the message `_id`, `note` as subject.
+pub fn mandrill_event(id: &str, note: &str) -> String {
+    format!(
+        r#"{{"event":"send","_id":"{id}","ts":1700000000,"msg":{{"email":"a@example.com","subject":"{note}","state":"sent"}}}}"#
+    )
+}
+
+/// A Mandrill form body: `mandrill_events` = the JSON array of `events`, URL-encoded.
+pub fn mandrill_form(events: &[String]) -> String {
+    let array = format!("[{}]", events.join(","));
+    form_urlencoded::Serializer::new(String::new()).append_pair("mandrill_events", &array).finish()
+}
+
+/// The event id hookwall gives a Mandrill event (docs/providers.md): `sha256:` and the hex
+/// SHA-256 of its exact bytes.
+pub fn mandrill_event_id(event: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, event.as_bytes());
+    format!("sha256:{}", hex::encode(digest.as_ref()))
+}
+
+/// Mandrill's headers ("Authenticating webhook requests"): `X-Mandrill-Signature` = base64
+/// HMAC-SHA1 by the webhook key over `url` followed by each POST parameter's name and value,
+/// sorted by name.
+pub fn mandrill_headers(key: &str, url: &str, body: &[u8]) -> Vec<(String, String)> {
+    let mut params: Vec<(String, String)> =
+        form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    params.sort();
+    let mut content = url.to_owned();
+    for (name, value) in params {
+        content.push_str(&name);
+        content.push_str(&value);
+    }
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, key.as_bytes());
+    let mac = ring::hmac::sign(&key, content.as_bytes());
+    vec![
+        ("Content-Type".to_owned(), "application/x-www-form-urlencoded".to_owned()),
+        ("X-Mandrill-Signature".to_owned(), base64::engine::general_purpose::STANDARD.encode(mac)),
     ]
 }
 

@@ -116,6 +116,11 @@ Signing code used (read in the installed package sources):
   URI with HubSpot's documented percent-escapes decoded (``%2F`` -> ``/``, ``%3F`` -> ``?``)
   while the request carries them encoded (its ``url``), as HubSpot's "Validating requests" v3
   steps describe; the SDK signs whatever URI it is given.
+* mandrill: Mailchimp Transactional ships no verifier; the cases follow its "Authenticating
+  webhook requests" (``X-Mandrill-Signature`` = base64 HMAC-SHA1 keyed by the webhook key over
+  the webhook URL followed by each POST parameter's name and value, sorted by name, as its
+  ``generateSignature`` example builds it), computed with Python's ``hmac``. The body is the
+  form ``mandrill_events=<JSON array>`` (``urllib.parse.urlencode``).
 
 Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
 ``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
@@ -153,7 +158,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from twilio.request_validator import RequestValidator
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 try:
     from importlib.metadata import version
@@ -958,6 +963,42 @@ def hubspot_cases():
     return cases
 
 
+def mandrill_signature(key, url, params):
+    """Mandrill's documented signature: the URL, then each name and value sorted by name."""
+    signed = url + "".join(name + value for name, value in sorted(params.items()))
+    digest = hmac.new(key.encode(), signed.encode(), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
+
+
+def mandrill_cases():
+    """Mandrill batches signed per its docs with Python's hmac."""
+    inputs = [
+        ("send and open", "mdr-webhook-key-0a1b2c", "https://example.com/webhooks/mandrill",
+         '[{"event":"send","_id":"exampleaaaaaaaaaaaaaaaaaaaaaaaaa","ts":1700000000,'
+         '"msg":{"email":"a@example.com","subject":"Hi","state":"sent"}},'
+         '{"event":"open","_id":"exampleaaaaaaaaaaaaaaaaaaaaaaaaa","ts":1700000050,'
+         '"msg":{"email":"a@example.com","subject":"Hi","state":"sent"},"ip":"192.0.2.1"}]'),
+        ("escaped JSON as sent", "mdr-webhook-key-escaped",
+         "https://hooks.example.com/webhooks/mdr?list=7",
+         '[{"event":"click","_id":"e-escaped","ts":1700000100,'
+         '"url":"https:\\/\\/x\\u0026y","msg":{"subject":"caf\\u00e9"}}]'),
+        ("sync event, pretty-printed with CRLF", "mdr-webhook-key-crlf",
+         "https://hooks.example.com:8443/webhooks/mandrill",
+         '[\r\n  {"type": "blacklist", "action": "add", "ts": 1700000200,\r\n'
+         '   "reject": {"email": "b@example.com", "reason": "hard-bounce"}}\r\n]\r\n'),
+    ]
+    cases = []
+    for name, key, url, events in inputs:
+        params = {"mandrill_events": events}
+        entry = case("mandrill", name, key, 1700000000, urlencode(params), {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Mandrill-Signature": mandrill_signature(key, url, params),
+        })
+        entry["url"] = url
+        cases.append(entry)
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -997,7 +1038,8 @@ def main():
         + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases()
         + discord_cases() + github_legacy_cases() + hmac_generic_cases()
         + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
-        + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases(),
+        + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases()
+        + mandrill_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
