@@ -32,6 +32,7 @@
 //! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
 //! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
 //! | `mandrill` | each `mandrill_events` element's content: `sha256:<hex SHA-256 of its bytes>` | each element's `"event"` |
+//! | `adyen` | each item's `pspReference:eventCode:success` ([`adyen::item_identity`]) | each item's `eventCode` |
 //! | `hubspot` | each element's intent: `sha256:<hex>` ([`hubspot::intent_members`]) | each element's `"subscriptionType"` |
 //!
 //! "Content" means the provider's payload carries no event or delivery id, so the id is derived
@@ -61,7 +62,7 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, calendly, coinbase, github, gitlab, hmac, hubspot, intercom, linear, mailgun,
+    adyen, bitbucket, calendly, coinbase, github, gitlab, hmac, hubspot, intercom, linear, mailgun,
     mandrill, paddle, pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard,
     svix, twilio, twitch, typeform, woocommerce, zoom, Provider,
 };
@@ -299,7 +300,8 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Zoom
         | Provider::Mailgun
         | Provider::Hubspot
-        | Provider::Mandrill => Ok(req.body.to_vec()),
+        | Provider::Mandrill
+        | Provider::Adyen => Ok(req.body.to_vec()),
     }
 }
 
@@ -440,7 +442,8 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Coinbase
         | Provider::Mailgun
         | Provider::Hubspot
-        | Provider::Mandrill => body_id,
+        | Provider::Mandrill
+        | Provider::Adyen => body_id,
         Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
         // No id in the payload: the content is the identity (module doc).
         Provider::Postmark | Provider::Calendly | Provider::Zoom => {
@@ -491,7 +494,8 @@ fn event_type(
         | Provider::Zoom
         | Provider::Mailgun
         | Provider::Hubspot
-        | Provider::Mandrill => body_type,
+        | Provider::Mandrill
+        | Provider::Adyen => body_type,
         // Discord's `type` is a number (interaction kind), not an event type.
         Provider::Discord => Field::Absent,
         Provider::Linear => Field::header(req, linear::EVENT_HEADER),
@@ -556,17 +560,26 @@ pub fn inspect_batch(
     };
     // Mandrill: the array is the decoded `mandrill_events` form parameter.
     let decoded;
-    let array: &[u8] = if is_mandrill {
-        decoded = mandrill::events_param(&req.body).ok_or(SchemaReject::NotJson)?;
-        &decoded
-    } else {
-        &req.body
+    let array: &[u8] = match source.provider {
+        Provider::Mandrill => {
+            decoded = mandrill::events_param(&req.body).ok_or(SchemaReject::NotJson)?;
+            &decoded
+        }
+        // Adyen: the body's `notificationItems` array.
+        Provider::Adyen => adyen::items_array(&req.body).ok_or(SchemaReject::NotJson)?,
+        _ => &req.body,
     };
     let mut events = Vec::new();
     let mut left_out = 0;
     for element in array_elements(array)? {
         let mut scratch = element.to_vec();
-        let fields = BodyFields::read(&mut scratch, members)?;
+        let mut fields = BodyFields::read(&mut scratch, members)?;
+        let adyen_id;
+        if source.provider == Provider::Adyen {
+            let (id, kind) = adyen::item_identity(element).ok_or(SchemaReject::NoEventId)?;
+            adyen_id = (id, kind);
+            fields = BodyFields { id: Field::Text(&adyen_id.0), kind: Field::Text(&adyen_id.1) };
+        }
         let (event_id, fingerprint) = if is_hubspot {
             // HubSpot's `eventId` (a number) must be there once, but is not the identity.
             match fields.id {

@@ -99,6 +99,12 @@ impl Signer {
                 SignKey::EcdsaP256(pair)
             }
             Provider::Gitlab | Provider::Postmark => SignKey::Token(secret.to_owned()),
+            // Adyen: the HMAC key as the Customer Area shows it (hex).
+            Provider::Adyen => {
+                let material = hex::decode(secret.trim())
+                    .map_err(|_| "an Adyen HMAC key is hex digits".to_owned())?;
+                SignKey::Hmac(sha256(&material))
+            }
             Provider::Hmac
             | Provider::Linear
             | Provider::Calendly
@@ -125,8 +131,8 @@ impl Signer {
     }
 
     /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
-    /// the server rebuilds it from `Host` and the request target); only Twilio, Square, HubSpot and Mandrill
-    /// sign it. The default is `http://127.0.0.1/`.
+    /// the server rebuilds it from `Host` and the request target); only Twilio, Square, HubSpot
+    /// and Mandrill sign it. The default is `http://127.0.0.1/`.
     #[must_use]
     pub fn with_url(mut self, url: String) -> Signer {
         self.url = url;
@@ -237,6 +243,15 @@ impl Signer {
                     .append_pair("mandrill_events", &events)
                     .finish();
                 encoded
+            }
+            // A batch of one notification item, signed inside the item (pspReference = id).
+            Provider::Adyen => {
+                let signed = format!("{id}::Loadgen:invoice:2000:EUR:AUTHORISATION:true");
+                let signature = base64::engine::general_purpose::STANDARD
+                    .encode(self.mac(&[signed.as_bytes()]));
+                format!(
+                    r#"{{"live":"false","notificationItems":[{{"NotificationRequestItem":{{"additionalData":{{"hmacSignature":"{signature}"}},"amount":{{"currency":"EUR","value":2000}},"eventCode":"AUTHORISATION","merchantAccountCode":"Loadgen","merchantReference":"invoice","originalReference":"","pspReference":"{id}","success":"true"}}}}]}}"#
+                )
             }
             Provider::Hubspot => format!(
                 r#"[{{"eventId":1,"subscriptionId":12345,"portalId":62515,"appId":54321,"occurredAt":1700000000000,"subscriptionType":"contact.creation","attemptNumber":0,"objectId":123,"changeSource":"CRM","sourceId":"{id}","invoice":{INVOICE}}}]"#
@@ -405,7 +420,7 @@ impl Signer {
                 h.push(("x-zm-request-timestamp", ts));
             }
             // The signature travels in the body (`body_at`).
-            Provider::Mailgun => {}
+            Provider::Mailgun | Provider::Adyen => {}
             Provider::Mandrill => {
                 h[0].1 = "application/x-www-form-urlencoded".to_owned();
                 let content = crate::provider::mandrill::signed_content(&self.url, body);
@@ -514,6 +529,9 @@ mod tests {
                 Provider::Standard | Provider::Svix => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
                 Provider::Postmark => "hookwall:It's a Secret to Everybody",
                 Provider::Discord => continue,
+                Provider::Adyen => {
+                    "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056"
+                }
                 _ => "It's a Secret to Everybody",
             };
             check(provider, secret, secret);

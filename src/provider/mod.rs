@@ -9,6 +9,7 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::verify::{Key, Presented, Reject};
 
+pub mod adyen;
 pub mod bitbucket;
 pub mod calendly;
 pub mod coinbase;
@@ -138,11 +139,16 @@ pub enum Provider {
     /// sorted form parameters; no signed timestamp; a batch (the `mandrill_events` JSON array),
     /// each event's id its content; the URL-check POST answered ([`mandrill::url_check`]).
     Mandrill,
+    /// Adyen: each notification item's `additionalData.hmacSignature` = base64 HMAC-SHA256, keyed
+    /// by the hex-decoded HMAC key, over its signed fields ([`adyen::signing_string`]); every
+    /// item must verify; no signed timestamp; a batch, each item's id
+    /// `{pspReference}:{eventCode}:{success}`.
+    Adyen,
 }
 
 impl Provider {
     /// Every provider this build verifies, in SPEC §4 order.
-    pub const ALL: [Provider; 28] = [
+    pub const ALL: [Provider; 29] = [
         Provider::Stripe,
         Provider::Github,
         Provider::Slack,
@@ -171,10 +177,11 @@ impl Provider {
         Provider::Mailgun,
         Provider::Hubspot,
         Provider::Mandrill,
+        Provider::Adyen,
     ];
 
     /// Providers named in SPEC §4 that this build does not verify yet (config error names them).
-    pub const PLANNED: [&'static str; 1] = ["adyen"];
+    pub const PLANNED: [&'static str; 0] = [];
 
     /// The config spelling (`provider = "stripe"`), also the metric label.
     pub fn name(self) -> &'static str {
@@ -207,6 +214,7 @@ impl Provider {
             Provider::Mailgun => "mailgun",
             Provider::Hubspot => "hubspot",
             Provider::Mandrill => "mandrill",
+            Provider::Adyen => "adyen",
         }
     }
 
@@ -247,7 +255,7 @@ impl Provider {
             Provider::Zoom => zoom::SIGNATURE_HEADER,
             Provider::Hubspot => hubspot::SIGNATURE_HEADER,
             Provider::Mandrill => mandrill::SIGNATURE_HEADER,
-            Provider::Hmac | Provider::Mailgun => "",
+            Provider::Hmac | Provider::Mailgun | Provider::Adyen => "",
         }
     }
 
@@ -284,7 +292,8 @@ impl Provider {
             | Provider::Intercom
             | Provider::Postmark
             | Provider::Coinbase
-            | Provider::Mandrill => false,
+            | Provider::Mandrill
+            | Provider::Adyen => false,
         }
     }
 
@@ -363,6 +372,8 @@ impl Provider {
             // Mandrill: retries failed batches automatically; the schedule was not confirmed
             // for this build: one day is assumed, on the safe side.
             Provider::Mandrill => DAY,
+            // Adyen: retries from its retry queue (three at once, then over up to 30 days).
+            Provider::Adyen => 30 * DAY,
             // Postmark: up to 10 retries at growing intervals; the schedule was not confirmed
             // for this build: 12 h is taken.
             Provider::Postmark => 12 * HOUR,
@@ -388,7 +399,9 @@ impl Provider {
             | Provider::Bitbucket => 10,
             // Coinbase, Mailgun, Postmark, Calendly, Mandrill, `hmac`: not confirmed; 10 s
             // assumed.
+            // Adyen: 10 s.
             Provider::Mandrill
+            | Provider::Adyen
             | Provider::Coinbase
             | Provider::Mailgun
             | Provider::Postmark
@@ -419,7 +432,8 @@ impl Provider {
 /// Segment's shared secret (HMAC-SHA1), WooCommerce's and Bitbucket's webhook secret, Discord's
 /// hex public key, Linear's, Calendly's, Coinbase's, Zoom's and Mailgun's signing secret and
 /// HubSpot's client secret (HMAC-SHA256), Intercom's client secret and Mandrill's webhook key
-/// (HMAC-SHA1), Postmark's `user:password`, and `hmac`'s secret (HMAC-SHA256 here; [`key_with`] takes the source's algorithm).
+/// (HMAC-SHA1), Adyen's hex HMAC key, Postmark's `user:password`, and `hmac`'s secret
+/// (HMAC-SHA256 here; [`key_with`] takes the source's algorithm).
 ///
 /// # Errors
 /// A message naming what is wrong with the secret's form (never the secret itself).
@@ -449,6 +463,7 @@ pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
             Ok(Key::Hmac(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes())))
         }
         Provider::Discord => discord::key(secret),
+        Provider::Adyen => adyen::key(secret),
         Provider::Postmark => postmark::key(secret),
         Provider::Intercom => Ok(Key::Hmac(ring::hmac::Key::new(
             ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
@@ -544,6 +559,7 @@ pub(crate) fn presented<'a>(
         Provider::Square => square::presented(req, &signed_url(req, url)?),
         Provider::Hubspot => hubspot::presented(req, &signed_url(req, url)?),
         Provider::Mandrill => mandrill::presented(req, &signed_url(req, url)?),
+        Provider::Adyen => adyen::presented(req),
         Provider::Sendgrid => sendgrid::presented(req),
     }
 }
@@ -556,10 +572,13 @@ impl Provider {
     }
 
     /// Whether one delivery carries several events, each with its own identity (SendGrid's and
-    /// HubSpot's JSON arrays, Mandrill's `mandrill_events`; SPEC §4): see
-    /// [`crate::inspect::inspect_batch`] and [`crate::batch`].
+    /// HubSpot's JSON arrays, Mandrill's `mandrill_events`, Adyen's `notificationItems`; SPEC
+    /// §4): see [`crate::inspect::inspect_batch`] and [`crate::batch`].
     pub fn batches(self) -> bool {
-        matches!(self, Provider::Sendgrid | Provider::Hubspot | Provider::Mandrill)
+        matches!(
+            self,
+            Provider::Sendgrid | Provider::Hubspot | Provider::Mandrill | Provider::Adyen
+        )
     }
 }
 
@@ -614,6 +633,7 @@ pub(crate) fn challenge(
         | Provider::Coinbase
         | Provider::Mailgun
         | Provider::Hubspot
-        | Provider::Mandrill => None,
+        | Provider::Mandrill
+        | Provider::Adyen => None,
     }
 }

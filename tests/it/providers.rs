@@ -193,6 +193,7 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Zoom => "x-zm-signature",
         Provider::Hubspot => "x-hubspot-signature-v3",
         Provider::Mandrill => "x-mandrill-signature",
+        Provider::Adyen => "",
         // Signed inside the body: `providers_more` sends the unsigned body instead.
         Provider::Mailgun => "",
     }

@@ -1,6 +1,7 @@
 //! The last batch of issue 3's providers through the running server on both back ends:
 //! HubSpot (v3: a signed URL and a batch of events) and Mandrill (a signed URL and a form whose
-//! `mandrill_events` is a batch; its URL-check POST answered, nothing admitted). Each signed
+//! `mandrill_events` is a batch; its URL-check POST answered, nothing admitted) and Adyen (a
+//! signature inside each notification item; every item must verify). Each signed
 //! delivery is `accepted`, each event forwarded once, alone, as its exact element bytes under
 //! its own id; HubSpot's retry,
 //! which raises every event's `attemptNumber` and is signed anew, is a `duplicate` (never a 409);
@@ -173,5 +174,72 @@ on_both_io! {
         }
         let refused = sign::mandrill_event_id(&events[2]);
         assert!(f.sink.for_key(&source.key(&refused)).is_empty(), "refused batches admit nothing");
+    }
+}
+
+fn adyen_a() -> Source {
+    Source {
+        id: "adyen-a",
+        tenant: "acme",
+        provider: Provider::Adyen,
+        secrets: vec![("k1", sign::ADYEN_KEY)],
+        event_types: Vec::new(),
+    }
+}
+
+/// Posts the Adyen delivery of `items` to `adyen-a`.
+fn post_adyen(f: &Fixture, items: &[String]) -> Response {
+    let headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+    f.hw.post("adyen-a", &headers, sign::adyen_body(items).as_bytes())
+}
+
+on_both_io! {
+    /// Issue 3: Adyen end to end. A delivery of two items is accepted and each item forwarded
+    /// alone as its exact bytes under `pspReference:eventCode:success`; Adyen's resend is a
+    /// duplicate; a later item with another `success` is a new event; a delivery with one
+    /// forged or unsigned item, or signed with another key, admits nothing.
+    fn adyen_batches(io: Io) {
+        let source = adyen_a();
+        let f = Fixture::with(io, Script::always(200), |setup| setup.sources.push(adyen_a()));
+        let psp = |n: u32| format!("{}{n}", sign::unique_id("psp"));
+        let (p0, p1, p2) = (psp(0), psp(1), psp(2));
+        let key = sign::ADYEN_KEY;
+        let items = [
+            sign::adyen_item(key, &p0, "AUTHORISATION", "true", "order-1"),
+            sign::adyen_item(key, &p1, "CAPTURE", "true", "order-1"),
+        ];
+        expect(&post_adyen(&f, &items), 200, "accepted", "two items");
+        for (item, id) in items.iter().zip([
+            format!("{p0}:AUTHORISATION:true"),
+            format!("{p1}:CAPTURE:true"),
+        ]) {
+            let fwd = f.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+            assert!(fwd[0].body == item.as_bytes(), "{id}: forwarded alone, as its exact bytes");
+            assert_eq!(fwd[0].header("hookwall-event-id"), id);
+        }
+        expect(&post_adyen(&f, &items), 200, "duplicate", "Adyen's resend");
+        // The same payment and event code with another outcome is an update: a new event.
+        let update = [sign::adyen_item(key, &p0, "AUTHORISATION", "false", "order-1")];
+        expect(&post_adyen(&f, &update), 200, "accepted", "success changed");
+        f.sink.wait_for_key(&source.key(&format!("{p0}:AUTHORISATION:false")), 1, FORWARD_TIMEOUT);
+
+        // Refused whole: one forged item beside a good one, an unsigned item, another key.
+        let good = sign::adyen_item(key, &p2, "AUTHORISATION", "true", "order-2");
+        let other_key = "00".repeat(32);
+        let forged = sign::adyen_item(&other_key, &p2, "CAPTURE", "true", "order-2");
+        let r = post_adyen(&f, &[good.clone(), forged.clone()]);
+        expect(&r, 401, "signature_invalid", "one forged item");
+        let unsigned = sign::adyen_item_signed_by(None, &p2, "CAPTURE", "true", "order-2");
+        let r = post_adyen(&f, &[good.clone(), unsigned]);
+        expect(&r, 401, "signature_missing", "one unsigned item");
+        expect(&post_adyen(&f, &[forged]), 401, "signature_invalid", "another key");
+
+        f.flush_with_marker();
+        for id in [format!("{p0}:AUTHORISATION:true"), format!("{p1}:CAPTURE:true")] {
+            assert_eq!(f.sink.for_key(&source.key(&id)).len(), 1, "{id}: forwarded once");
+        }
+        let refused = format!("{p2}:AUTHORISATION:true");
+        let admitted = f.sink.for_key(&source.key(&refused));
+        assert!(admitted.is_empty(), "refused deliveries admit nothing");
     }
 }

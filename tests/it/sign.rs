@@ -58,6 +58,8 @@ pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7dj
 pub const HUBSPOT_SECRET: &str = "hookwall-it-hubspot-client-secret";
 /// Mandrill webhook key of source `mandrill-a` (used as written).
 pub const MANDRILL_KEY: &str = "hookwall-it-mandrill-webhook-key";
+/// Adyen HMAC key of source `adyen-a` (hex, as the Customer Area shows it).
+pub const ADYEN_KEY: &str = "8c9f3a1b2d4e5f60718293a4b5c6d7e8f9012345678abcdef0123456789abcde";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 /// Seed of the Ed25519 key pair that signs Discord test deliveries (Discord's, never ours).
@@ -161,6 +163,10 @@ pub enum Provider {
     /// form whose `mandrill_events` is a JSON array, each event's id the SHA-256 of its bytes.
     /// Signed with [`mandrill_headers`].
     Mandrill,
+    /// Adyen: each notification item's `additionalData.hmacSignature` (base64 HMAC-SHA256,
+    /// hex key, over its signed fields); id `pspReference:eventCode:success`. Signed by
+    /// [`body_at`] / [`adyen_item`], not by [`headers`].
+    Adyen,
 }
 
 impl Provider {
@@ -196,6 +202,7 @@ impl Provider {
             Provider::Mailgun => "mailgun",
             Provider::Hubspot => "hubspot",
             Provider::Mandrill => "mandrill",
+            Provider::Adyen => "adyen",
         }
     }
 }
@@ -352,6 +359,10 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         }
         Provider::Hubspot => format!("[{}]", hubspot_event(&hubspot_members(id, note, 0))),
         Provider::Mandrill => mandrill_form(&[mandrill_event(id, note)]),
+        // Unsigned (an empty signature): `body_at` signs.
+        Provider::Adyen => {
+            adyen_body(&[adyen_item_signed_by(None, id, "AUTHORISATION", "true", note)])
+        }
     };
     text.into_bytes()
 }
@@ -402,6 +413,9 @@ pub fn body_at(provider: Provider, secret: &str, id: &str, t: i64, note: &str) -
                 r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{sig}"}},"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#
             )
             .into_bytes()
+        }
+        Provider::Adyen => {
+            adyen_body(&[adyen_item(secret, id, "AUTHORISATION", "true", note)]).into_bytes()
         }
         _ => body(provider, id, note),
     }
@@ -521,7 +535,7 @@ pub fn headers(
             h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
         }
         Provider::Twilio | Provider::Square | Provider::Hubspot | Provider::Mandrill => {
-            panic!("{provider:?} signs a URL: sign with url_headers, hubspot_headers or mandrill_headers")
+            panic!("{provider:?} signs a URL: url_headers, hubspot_headers or mandrill_headers")
         }
         Provider::Discord => {
             let seed = if secret == DISCORD_PUBLIC { DISCORD_SEED } else { [0x44; 32] };
@@ -581,7 +595,7 @@ pub fn headers(
             h.push(("x-zm-request-timestamp".to_owned(), ts));
         }
         // Signed inside the body (`body_at`).
-        Provider::Mailgun => {}
+        Provider::Mailgun | Provider::Adyen => {}
     }
     h
 }
@@ -754,6 +768,37 @@ pub fn mandrill_headers(key: &str, url: &str, body: &[u8]) -> Vec<(String, Strin
         ("Content-Type".to_owned(), "application/x-www-form-urlencoded".to_owned()),
         ("X-Mandrill-Signature".to_owned(), base64::engine::general_purpose::STANDARD.encode(mac)),
     ]
+}
+
+/// One Adyen notification item (the array element, its exact text) signed with the hex `key`
+/// per Adyen's "Verify HMAC signatures": base64 HMAC-SHA256 over
+/// `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:`
+/// `eventCode:success`. `note` is the merchant reference.
+pub fn adyen_item(key: &str, psp: &str, event_code: &str, success: &str, note: &str) -> String {
+    adyen_item_signed_by(Some(key), psp, event_code, success, note)
+}
+
+/// [`adyen_item`], with an empty signature when `key` is `None`.
+pub fn adyen_item_signed_by(
+    key: Option<&str>,
+    psp: &str,
+    event_code: &str,
+    success: &str,
+    note: &str,
+) -> String {
+    let signature = key.map_or_else(String::new, |key| {
+        let signed = format!("{psp}::HookwallIt:{note}:1130:EUR:{event_code}:{success}");
+        let key = hex::decode(key).expect("a hex key");
+        base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &[signed.as_bytes()]))
+    });
+    format!(
+        r#"{{"NotificationRequestItem":{{"additionalData":{{"hmacSignature":"{signature}"}},"amount":{{"currency":"EUR","value":1130}},"eventCode":"{event_code}","merchantAccountCode":"HookwallIt","merchantReference":"{note}","originalReference":"","pspReference":"{psp}","success":"{success}"}}}}"#
+    )
+}
+
+/// An Adyen delivery of `items` (each an array element's exact text).
+pub fn adyen_body(items: &[String]) -> String {
+    format!(r#"{{"live":"false","notificationItems":[{}]}}"#, items.join(","))
 }
 
 /// Replaces (or adds) header `name` (case-insensitive) in `headers`.

@@ -5,7 +5,8 @@
 //! GitHub's documented example; for the providers of the second batch discord-interactions,
 //! coinbase-commerce and mailgun's SDK check what PyNaCl and Python's `hmac` made; HubSpot's
 //! cases are hubspot-api-client's `Signature`, Mandrill's Python's `hmac` per its documented
-//! algorithm (provenance per provider in `gen_vectors.py`).
+//! algorithm, Adyen's the Adyen library's HMAC util (provenance per provider in
+//! `gen_vectors.py`).
 //! Checked with the library API `hookwall::verify::verify` and `hookwall::inspect::inspect`
 //! (R1, R2, R6, R8). CI regenerates the JSON before the tests; the
 //! committed copy keeps `cargo test` working offline.
@@ -92,6 +93,8 @@ fn other_secret(provider: Provider, secret: &str) -> String {
         Provider::Sendgrid => SENDGRID_OTHER_PUBLIC.to_owned(),
         // Another hex public key (32 bytes of 0x11).
         Provider::Discord => "11".repeat(32),
+        // Another hex HMAC key.
+        Provider::Adyen => "00".repeat(32),
         _ => format!("{secret}x"),
     }
 }
@@ -165,7 +168,8 @@ fn check(
     let body_timestamp = source_toml.is_some_and(|t| t.contains("timestamp_pointer"));
     let flipped_expect = match provider {
         Provider::Gitlab | Provider::Postmark => Ok(verified),
-        Provider::Mailgun | Provider::Linear => Err(Reject::SignatureMissing),
+        // Adyen's signatures are inside the items of the JSON body.
+        Provider::Mailgun | Provider::Linear | Provider::Adyen => Err(Reject::SignatureMissing),
         Provider::Hmac if body_timestamp => Err(Reject::SignatureMissing),
         _ => Err(Reject::SignatureInvalid),
     };
@@ -248,6 +252,7 @@ fn official_library_vectors_verify() {
         "mailgun",
         "hubspot",
         "mandrill",
+        "adyen",
     ]) {
         let n = counts.get(provider).copied().unwrap_or(0);
         assert!(n >= 3, "several cases for {provider}, got {counts:?}");

@@ -211,6 +211,8 @@ fn official_vectors_verify_through_the_cli() {
             "sendgrid" => crate::vectors::SENDGRID_OTHER_PUBLIC.to_owned(),
             // Another well-formed Ed25519 public key (hex).
             "discord" => "11".repeat(32),
+            // Another hex HMAC key.
+            "adyen" => "00".repeat(32),
             _ => format!("{secret}x"),
         };
         let out = run(&wrong);

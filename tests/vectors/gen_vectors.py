@@ -121,6 +121,13 @@ Signing code used (read in the installed package sources):
   the webhook URL followed by each POST parameter's name and value, sorted by name, as its
   ``generateSignature`` example builds it), computed with Python's ``hmac``. The body is the
   form ``mandrill_events=<JSON array>`` (``urllib.parse.urlencode``).
+* Adyen (16.0.0, Adyen/util.py): each notification item's ``additionalData.hmacSignature`` is
+  ``generate_notification_sig(item, hex_key)`` (base64 HMAC-SHA256, hex-decoded key, over
+  ``pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:
+  eventCode:success``), and every item is checked with ``is_valid_hmac_notification`` (which
+  reads one item, so each is passed alone). The bodies are written as text (one with ``\/``
+  escapes in a signed field, one pretty-printed with CRLF) so the signed values are the parsed
+  ones, not the bytes.
 
 Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
 ``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
@@ -142,6 +149,7 @@ import hashlib
 import hmac
 
 import coinbase_commerce.webhook
+from Adyen.util import generate_notification_sig, is_valid_hmac_notification
 import hubspot.utils.signature
 from hubspot.utils.signature import Signature as HubSpotSignature
 import discord_interactions
@@ -999,6 +1007,53 @@ def mandrill_cases():
     return cases
 
 
+def adyen_item(psp, event_code, success, value, reference, key):
+    """One NotificationRequestItem, signed by the Adyen library, checked by it."""
+    item = {
+        "amount": {"currency": "EUR", "value": value},
+        "eventCode": event_code,
+        "eventDate": "2023-11-14T22:13:20+01:00",
+        "merchantAccountCode": "HookwallTestMerchant",
+        "merchantReference": reference,
+        "originalReference": "",
+        "pspReference": psp,
+        "reason": "",
+        "success": success,
+    }
+    item["additionalData"] = {"hmacSignature": generate_notification_sig(item, key).decode()}
+    assert is_valid_hmac_notification(item, key), psp
+    return item
+
+
+def adyen_cases():
+    """Adyen notification batches signed and checked item by item with the Adyen library."""
+    key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+    wrap = lambda items: [{"NotificationRequestItem": i} for i in items]
+    two = {"live": "false", "notificationItems": wrap([
+        adyen_item("7914073381342284", "AUTHORISATION", "true", 1130, "order-1", key),
+        adyen_item("7914073381342285", "CAPTURE", "false", 1130, "order-1", key),
+    ])}
+    escaped_item = adyen_item("8815000000000001", "REFUND", "true", 500, "a/b&c", key)
+    escaped = json.dumps({"live": "false", "notificationItems": wrap([escaped_item])},
+                         separators=(",", ":")).replace("a/b&c", "a\\/b\\u0026c")
+    crlf_item = adyen_item("8815000000000002", "AUTHORISATION", "true", 0, "order-2", key)
+    crlf = json.dumps({"live": "false", "notificationItems": wrap([crlf_item])},
+                      indent=2).replace("\n", "\r\n") + "\r\n"
+    inputs = [
+        ("batch of two", json.dumps(two, separators=(",", ":"))),
+        ("escaped JSON in a signed field", escaped),
+        ("pretty-printed with CRLF", crlf),
+    ]
+    cases = []
+    for name, body in inputs:
+        parsed = json.loads(body)
+        for element in parsed["notificationItems"]:
+            assert is_valid_hmac_notification(element["NotificationRequestItem"], key), name
+        cases.append(case("adyen", name, key, 1700000000, body,
+                          {"Content-Type": "application/json"}))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -1027,7 +1082,7 @@ def main():
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
                     "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography",
-                    "discord-interactions", "coinbase-commerce", "mailgun", "hubspot-api-client"):
+                    "discord-interactions", "coinbase-commerce", "mailgun", "hubspot-api-client", "Adyen"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -1039,7 +1094,7 @@ def main():
         + discord_cases() + github_legacy_cases() + hmac_generic_cases()
         + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
         + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases()
-        + mandrill_cases(),
+        + mandrill_cases() + adyen_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
