@@ -535,8 +535,9 @@ pub struct BatchEvent {
 /// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
 /// `sg_event_id` and `event`; HubSpot: each with its `eventId` and `subscriptionType`, its id
 /// and fingerprint over [`hubspot::intent_members`]; Mandrill: the elements of the decoded
-/// `mandrill_events` form parameter, each id the SHA-256 of its bytes), in body order, each with
-/// its exact bytes.
+/// `mandrill_events` form parameter, each id the SHA-256 of its bytes; Adyen: the elements of
+/// the body's `notificationItems`, each id `{pspReference}:{eventCode}:{success}` from
+/// [`adyen::item_identity`], type `eventCode`), in body order, each with its exact bytes.
 ///
 /// Each element is checked as a single delivery's body is (its id present, clean and given
 /// once; its type clean). With `event_types` set, elements of other types are left out (not
@@ -558,14 +559,14 @@ pub fn inspect_batch(
         Provider::Mandrill => Members::top("", mandrill::EVENT_TYPE_MEMBER),
         _ => Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER),
     };
-    // Mandrill: the array is the decoded `mandrill_events` form parameter.
+    // Mandrill: the array is the decoded `mandrill_events` form parameter; Adyen: the body's
+    // `notificationItems`; the others: the body itself.
     let decoded;
     let array: &[u8] = match source.provider {
         Provider::Mandrill => {
             decoded = mandrill::events_param(&req.body).ok_or(SchemaReject::NotJson)?;
             &decoded
         }
-        // Adyen: the body's `notificationItems` array.
         Provider::Adyen => adyen::items_array(&req.body).ok_or(SchemaReject::NotJson)?,
         _ => &req.body,
     };
