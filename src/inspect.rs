@@ -31,6 +31,9 @@
 //! | `coinbase` | body `"event"."id"` | body `"event"."type"` |
 //! | `zoom` | content: `sha256:<hex SHA-256 of the body>` | body `"event"` |
 //! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
+//! | `mandrill` | each `mandrill_events` element's content: `sha256:<hex SHA-256 of its bytes>` | each element's `"event"` |
+//! | `adyen` | each item's `pspReference:eventCode:success` ([`adyen::item_identity`]) | each item's `eventCode` |
+//! | `hubspot` | each element's intent: `sha256:<hex>` ([`hubspot::intent_members`]) | each element's `"subscriptionType"` |
 //!
 //! "Content" means the provider's payload carries no event or delivery id, so the id is derived
 //! from the bytes: a retry that repeats the body is a duplicate (see `docs/providers.md`).
@@ -59,9 +62,9 @@ use crate::config::SourceConfig;
 use crate::http::Request;
 use crate::limits::{EVENT_ID_BYTES_MAX, EVENT_TYPE_BYTES_MAX};
 use crate::provider::{
-    bitbucket, calendly, coinbase, github, gitlab, hmac, intercom, linear, mailgun, paddle,
-    pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard, svix, twilio, twitch,
-    typeform, woocommerce, zoom, Provider,
+    adyen, bitbucket, calendly, coinbase, github, gitlab, hmac, hubspot, intercom, linear, mailgun,
+    mandrill, paddle, pagerduty, postmark, segment, sendgrid, shopify, slack, square, standard,
+    svix, twilio, twitch, typeform, woocommerce, zoom, Provider,
 };
 
 /// What inspection learned about an authenticated delivery.
@@ -295,7 +298,10 @@ fn json_scratch(provider: Provider, req: &Request) -> Result<Vec<u8>, SchemaReje
         | Provider::Calendly
         | Provider::Coinbase
         | Provider::Zoom
-        | Provider::Mailgun => Ok(req.body.to_vec()),
+        | Provider::Mailgun
+        | Provider::Hubspot
+        | Provider::Mandrill
+        | Provider::Adyen => Ok(req.body.to_vec()),
     }
 }
 
@@ -434,7 +440,10 @@ fn event_id(provider: Provider, req: &Request, body_id: Field<'_>) -> Result<Str
         | Provider::Hmac
         | Provider::Intercom
         | Provider::Coinbase
-        | Provider::Mailgun => body_id,
+        | Provider::Mailgun
+        | Provider::Hubspot
+        | Provider::Mandrill
+        | Provider::Adyen => body_id,
         Provider::Linear => Field::header(req, linear::DELIVERY_HEADER),
         // No id in the payload: the content is the identity (module doc).
         Provider::Postmark | Provider::Calendly | Provider::Zoom => {
@@ -483,7 +492,10 @@ fn event_type(
         | Provider::Calendly
         | Provider::Coinbase
         | Provider::Zoom
-        | Provider::Mailgun => body_type,
+        | Provider::Mailgun
+        | Provider::Hubspot
+        | Provider::Mandrill
+        | Provider::Adyen => body_type,
         // Discord's `type` is a number (interaction kind), not an event type.
         Provider::Discord => Field::Absent,
         Provider::Linear => Field::header(req, linear::EVENT_HEADER),
@@ -521,7 +533,11 @@ pub struct BatchEvent {
 }
 
 /// The events of a batch delivery (SendGrid: a JSON array of objects, each with its
-/// `sg_event_id` and `event`), in body order, each with its exact bytes.
+/// `sg_event_id` and `event`; HubSpot: each with its `eventId` and `subscriptionType`, its id
+/// and fingerprint over [`hubspot::intent_members`]; Mandrill: the elements of the decoded
+/// `mandrill_events` form parameter, each id the SHA-256 of its bytes; Adyen: the elements of
+/// the body's `notificationItems`, each id `{pspReference}:{eventCode}:{success}` from
+/// [`adyen::item_identity`], type `eventCode`), in body order, each with its exact bytes.
 ///
 /// Each element is checked as a single delivery's body is (its id present, clean and given
 /// once; its type clean). With `event_types` set, elements of other types are left out (not
@@ -536,13 +552,52 @@ pub fn inspect_batch(
     source: &SourceConfig,
     req: &Request,
 ) -> Result<Vec<BatchEvent>, SchemaReject> {
-    let members = Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER);
+    let is_hubspot = source.provider == Provider::Hubspot;
+    let is_mandrill = source.provider == Provider::Mandrill;
+    let members = match source.provider {
+        Provider::Hubspot => Members::top(hubspot::EVENT_ID_MEMBER, hubspot::EVENT_TYPE_MEMBER),
+        Provider::Mandrill => Members::top("", mandrill::EVENT_TYPE_MEMBER),
+        _ => Members::top(sendgrid::EVENT_ID_MEMBER, sendgrid::EVENT_TYPE_MEMBER),
+    };
+    // Mandrill: the array is the decoded `mandrill_events` form parameter; Adyen: the body's
+    // `notificationItems`; the others: the body itself.
+    let decoded;
+    let array: &[u8] = match source.provider {
+        Provider::Mandrill => {
+            decoded = mandrill::events_param(&req.body).ok_or(SchemaReject::NotJson)?;
+            &decoded
+        }
+        Provider::Adyen => adyen::items_array(&req.body).ok_or(SchemaReject::NotJson)?,
+        _ => &req.body,
+    };
     let mut events = Vec::new();
     let mut left_out = 0;
-    for element in array_elements(&req.body)? {
+    for element in array_elements(array)? {
         let mut scratch = element.to_vec();
-        let fields = BodyFields::read(&mut scratch, members)?;
-        let event_id = event_id(source.provider, req, fields.id)?;
+        let mut fields = BodyFields::read(&mut scratch, members)?;
+        let adyen_id;
+        if source.provider == Provider::Adyen {
+            let (id, kind) = adyen::item_identity(element).ok_or(SchemaReject::NoEventId)?;
+            adyen_id = (id, kind);
+            fields = BodyFields { id: Field::Text(&adyen_id.0), kind: Field::Text(&adyen_id.1) };
+        }
+        let (event_id, fingerprint) = if is_hubspot {
+            // HubSpot's `eventId` (a number) must be there once, but is not the identity.
+            match fields.id {
+                Field::Absent => return Err(SchemaReject::NoEventId),
+                Field::Repeated => return Err(SchemaReject::BadEventId),
+                Field::Text(_) | Field::NotText => {}
+            }
+            let intent = hubspot::intent_members(element).ok_or(SchemaReject::NotJson)?;
+            let fingerprint = fingerprint(&intent);
+            (format!("sha256:{}", hex::encode(fingerprint)), fingerprint)
+        } else if is_mandrill {
+            // No event id in Mandrill's events: the element's bytes are its identity.
+            let fingerprint = fingerprint(element);
+            (format!("sha256:{}", hex::encode(fingerprint)), fingerprint)
+        } else {
+            (event_id(source.provider, req, fields.id)?, fingerprint(element))
+        };
         let event_type = match event_type(source, req, fields.kind) {
             Ok(kind) => kind,
             Err(SchemaReject::EventTypeNotAllowed) if source.event_types.is_some() => {
@@ -552,8 +607,7 @@ pub fn inspect_batch(
             Err(other) => return Err(other),
         };
         let ordering = source.ordering_key.as_ref().and_then(|key| key.value_in(element.to_vec()));
-        let inspected =
-            Inspected { event_id, event_type, fingerprint: fingerprint(element), ordering };
+        let inspected = Inspected { event_id, event_type, fingerprint, ordering };
         events.push(BatchEvent { inspected, body: element.to_vec() });
     }
     if events.is_empty() {

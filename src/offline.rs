@@ -221,7 +221,7 @@ mod tests {
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
         check("github", GH_SECRET, &["no colon"], body, "usage: --header");
-        check("adyen", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
+        check("quickbooks", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
         check("standard", "whsec_!!", &[], body, "usage: --secret");
         // The Standard Webhooks spec vector, judged at its timestamp and 301 s later.
         let std_headers = [

@@ -103,6 +103,13 @@ pub fn handle(
     } else {
         None
     };
+    // Mandrill's URL check is signed with its generic key, not the source's (admits nothing).
+    if source.provider == crate::provider::Provider::Mandrill {
+        let check = url.as_deref().and_then(|url| crate::provider::mandrill::url_check(&req, url));
+        if let Some(challenge) = check {
+            return Handled::Challenge(challenge);
+        }
+    }
     let verified = match verify::verify_signed_url(source, &req, url.as_deref(), now_unix_s) {
         Ok(v) => v,
         Err(reject) => return Handled::Answer(reject_answer(reject), None),

@@ -1,5 +1,5 @@
-//! The URL a URL-signing provider signed (Twilio, Square; SPEC §4, issue 3): the address the
-//! provider posted to, as the provider saw it, which hookwall behind a TLS-terminating proxy or
+//! The URL a URL-signing provider signed (Twilio, Square, HubSpot; SPEC §4, issue 3): the
+//! address the provider posted to, as the provider saw it, which hookwall behind a TLS-terminating proxy or
 //! a port-mapping load balancer does not see directly.
 //!
 //! The rule, in order:

@@ -123,8 +123,8 @@ pub fn verify(source: &SourceConfig, req: &Request, now_unix_s: i64) -> Result<V
 
 /// As [`verify`], for a request whose signed URL is known: `url` is what
 /// [`crate::signed_url::signed_url`] rebuilt (scheme, authority, path and query as the provider
-/// saw them). Only URL-signing providers (Twilio, Square) read it; `None` means the URL is
-/// rebuilt from the request alone ([`crate::signed_url::request_url`]).
+/// saw them). Only URL-signing providers (Twilio, Square, HubSpot) read it; `None` means the URL
+/// is rebuilt from the request alone ([`crate::signed_url::request_url`]).
 ///
 /// # Errors
 /// As [`verify`]; a URL-signing provider answers [`Reject::SignatureMissing`] when no URL can be
@@ -234,6 +234,9 @@ pub(crate) enum Proof {
     Signatures(Candidates),
     /// SHA-256 of the presented token.
     Token([u8; 32]),
+    /// One HMAC-SHA256 tag per item, each over its own signed content (Adyen's notification
+    /// items): a key matches only when it made every item's tag.
+    Items(Vec<([u8; 32], Vec<u8>)>),
 }
 
 /// Which kind of key a candidate signature can be checked with.
@@ -439,7 +442,15 @@ fn matching_secret(
                     )
             }
             (Key::Token(digest), Proof::Token(presented)) => bool::from(digest.ct_eq(presented)),
-            (Key::Token(_), Proof::Signatures(_))
+            (Key::Hmac(key), Proof::Items(items)) => {
+                key.algorithm() == ring::hmac::HMAC_SHA256
+                    && !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|(tag, content)| ring::hmac::verify(key, content, tag).is_ok())
+            }
+            (Key::Token(_), Proof::Signatures(_) | Proof::Items(_))
+            | (Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Items(_))
             | (Key::Hmac(_) | Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Token(_)) => false,
         };
         if matched {

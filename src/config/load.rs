@@ -1740,7 +1740,7 @@ mod tests {
             [[source]]
             id = "Bad Id"
             tenant = "t"
-            provider = "adyen"
+            provider = "quickbooks"
             secrets = [{ id = "k", env = "MISSING" }]
             destination = "nowhere"
 
@@ -1772,9 +1772,9 @@ mod tests {
                 "destination[d].attempts_max: 0 is not in 1..=100",
                 "destination[d].backoff_min: is greater than backoff_max",
                 "source[#1].id: \"Bad Id\" must match [a-z0-9][a-z0-9_-]*",
-                "source[#1].provider: provider \"adyen\" is not supported by this build yet \
-                 (supported: stripe, github, slack, shopify, standard, svix, paddle, \
-                 pagerduty, twitch, typeform, gitlab, segment, woocommerce, bitbucket",
+                "source[#1].provider: unknown provider \"quickbooks\" (supported: stripe, \
+                 github, slack, shopify, standard, svix, paddle, pagerduty, twitch, typeform, \
+                 gitlab, segment, woocommerce, bitbucket",
                 "source[#1].secrets[k].env: environment variable MISSING is unset or empty",
                 "source[#1].destination: no destination \"nowhere\" is configured (known: d)",
                 "source[ok].provider: unknown provider \"zapier\" (supported: stripe, github, \

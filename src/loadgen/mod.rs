@@ -592,8 +592,8 @@ mod tests {
         check(&with(&["--requests", "0"]), Err("--requests 0"));
         check(&with(&["--threads", "0"]), Err("--threads 0"));
         let mut bad = BASE.to_vec();
-        bad[3] = "adyen";
-        check(&bad, Err("--provider \"adyen\": unknown or not supported by this build (supported: stripe, github"));
+        bad[3] = "quickbooks";
+        check(&bad, Err("--provider \"quickbooks\": unknown or not supported by this build (supported: stripe, github"));
         bad = BASE.to_vec();
         bad[1] = "https://127.0.0.1/x";
         check(&bad, Err("scheme \"https\" is not supported"));

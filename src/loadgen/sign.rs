@@ -33,7 +33,8 @@ enum SignKey {
 pub struct Signer {
     provider: Provider,
     key: SignKey,
-    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square) sign it.
+    /// The URL the deliveries are posted to, as URL-signing providers (Twilio, Square,
+    /// HubSpot, Mandrill) sign it.
     url: String,
 }
 
@@ -69,10 +70,9 @@ impl Signer {
             | Provider::Woocommerce
             | Provider::Bitbucket
             | Provider::Square => SignKey::Hmac(sha256(secret.as_bytes())),
-            Provider::Segment | Provider::Twilio => SignKey::Hmac(ring::hmac::Key::new(
-                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
-                secret.as_bytes(),
-            )),
+            Provider::Segment | Provider::Twilio | Provider::Mandrill => SignKey::Hmac(
+                ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes()),
+            ),
             Provider::Standard if secret.starts_with("whsk_") => {
                 let bytes = base64_after(secret, "whsk_")?;
                 let seed = bytes.get(..32).filter(|_| bytes.len() == 32 || bytes.len() == 64);
@@ -99,12 +99,19 @@ impl Signer {
                 SignKey::EcdsaP256(pair)
             }
             Provider::Gitlab | Provider::Postmark => SignKey::Token(secret.to_owned()),
+            // Adyen: the HMAC key as the Customer Area shows it (hex).
+            Provider::Adyen => {
+                let material = hex::decode(secret.trim())
+                    .map_err(|_| "an Adyen HMAC key is hex digits".to_owned())?;
+                SignKey::Hmac(sha256(&material))
+            }
             Provider::Hmac
             | Provider::Linear
             | Provider::Calendly
             | Provider::Coinbase
             | Provider::Zoom
-            | Provider::Mailgun => SignKey::Hmac(sha256(secret.as_bytes())),
+            | Provider::Mailgun
+            | Provider::Hubspot => SignKey::Hmac(sha256(secret.as_bytes())),
             Provider::Intercom => SignKey::Hmac(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
                 secret.as_bytes(),
@@ -124,8 +131,8 @@ impl Signer {
     }
 
     /// The same signer for deliveries posted to `url` (`http://host[:port]/path[?query]`, as
-    /// the server rebuilds it from `Host` and the request target); only Twilio and Square sign
-    /// it. The default is `http://127.0.0.1/`.
+    /// the server rebuilds it from `Host` and the request target); only Twilio, Square, HubSpot
+    /// and Mandrill sign it. The default is `http://127.0.0.1/`.
     #[must_use]
     pub fn with_url(mut self, url: String) -> Signer {
         self.url = url;
@@ -225,6 +232,30 @@ impl Signer {
                     r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{signature}"}},"event-data":{{"id":"{id}","event":"delivered","timestamp":{t},"invoice":{INVOICE}}}}}"#
                 )
             }
+            // A batch of one event (HubSpot always posts an array); the identity is the
+            // event's content, which carries the id as `changeSource`'s `sourceId`.
+            // A form whose `mandrill_events` is a batch of one event (the id in `_id`).
+            Provider::Mandrill => {
+                let events = format!(
+                    r#"[{{"event":"send","_id":"{id}","ts":1700000000,"msg":{{"email":"payer@example.com","subject":"Paid","invoice":{INVOICE}}}}}]"#
+                );
+                let encoded: String = form_urlencoded::Serializer::new(String::new())
+                    .append_pair("mandrill_events", &events)
+                    .finish();
+                encoded
+            }
+            // A batch of one notification item, signed inside the item (pspReference = id).
+            Provider::Adyen => {
+                let signed = format!("{id}::Loadgen:invoice:2000:EUR:AUTHORISATION:true");
+                let signature = base64::engine::general_purpose::STANDARD
+                    .encode(self.mac(&[signed.as_bytes()]));
+                format!(
+                    r#"{{"live":"false","notificationItems":[{{"NotificationRequestItem":{{"additionalData":{{"hmacSignature":"{signature}"}},"amount":{{"currency":"EUR","value":2000}},"eventCode":"AUTHORISATION","merchantAccountCode":"Loadgen","merchantReference":"invoice","originalReference":"","pspReference":"{id}","success":"true"}}}}]}}"#
+                )
+            }
+            Provider::Hubspot => format!(
+                r#"[{{"eventId":1,"subscriptionId":12345,"portalId":62515,"appId":54321,"occurredAt":1700000000000,"subscriptionType":"contact.creation","attemptNumber":0,"objectId":123,"changeSource":"CRM","sourceId":"{id}","invoice":{INVOICE}}}]"#
+            ),
         };
         text.into_bytes()
     }
@@ -389,7 +420,18 @@ impl Signer {
                 h.push(("x-zm-request-timestamp", ts));
             }
             // The signature travels in the body (`body_at`).
-            Provider::Mailgun => {}
+            Provider::Mailgun | Provider::Adyen => {}
+            Provider::Mandrill => {
+                h[0].1 = "application/x-www-form-urlencoded".to_owned();
+                let content = crate::provider::mandrill::signed_content(&self.url, body);
+                h.push(("X-Mandrill-Signature", b64(&self.mac(&[&content]))));
+            }
+            Provider::Hubspot => {
+                let ms = format!("{t}000");
+                let content = [b"POST", self.url.as_bytes(), body, ms.as_bytes()];
+                h.push(("X-HubSpot-Signature-v3", b64(&self.mac(&content))));
+                h.push(("X-HubSpot-Request-Timestamp", ms));
+            }
         }
         h
     }
@@ -487,6 +529,9 @@ mod tests {
                 Provider::Standard | Provider::Svix => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
                 Provider::Postmark => "hookwall:It's a Secret to Everybody",
                 Provider::Discord => continue,
+                Provider::Adyen => {
+                    "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056"
+                }
                 _ => "It's a Secret to Everybody",
             };
             check(provider, secret, secret);

@@ -132,7 +132,8 @@ fn loadgen_refuses_bad_flags_with_exit_2() {
         assert!(stderr.contains(message), "{extra:?}: {stderr}");
         assert!(o.stdout.is_empty(), "{extra:?}: no report on bad usage");
     }
-    let o = loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "adyen", "--secret", "s"]);
+    let o =
+        loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "quickbooks", "--secret", "s"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("supported: stripe, github"));
 }

@@ -81,6 +81,7 @@ mod ordering;
 mod pg;
 mod pg_cluster;
 mod providers;
+mod providers_batch;
 mod providers_more;
 mod reload;
 mod shedding;

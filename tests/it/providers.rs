@@ -191,6 +191,9 @@ fn signature_header(provider: Provider) -> &'static str {
         Provider::Calendly => "calendly-webhook-signature",
         Provider::Coinbase => "x-cc-webhook-signature",
         Provider::Zoom => "x-zm-signature",
+        Provider::Hubspot => "x-hubspot-signature-v3",
+        Provider::Mandrill => "x-mandrill-signature",
+        Provider::Adyen => "",
         // Signed inside the body: `providers_more` sends the unsigned body instead.
         Provider::Mailgun => "",
     }

@@ -54,6 +54,12 @@ pub const SENDGRID_PKCS8: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQ
 /// Its public key as SendGrid's Mail Settings show it (base64 SubjectPublicKeyInfo): the
 /// secret of the `sendgrid-*` sources.
 pub const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeLOplQ7djXPNyadYbUit00IRos5nkYXVdx/CvRm6nGwOwwT8qiDLdZZ1DozrL1EdLO/f/rgKVjrEwQ7bqqLAyQ==";
+/// HubSpot app client secret of source `hubspot-a` (used as written).
+pub const HUBSPOT_SECRET: &str = "hookwall-it-hubspot-client-secret";
+/// Mandrill webhook key of source `mandrill-a` (used as written).
+pub const MANDRILL_KEY: &str = "hookwall-it-mandrill-webhook-key";
+/// Adyen HMAC key of source `adyen-a` (hex, as the Customer Area shows it).
+pub const ADYEN_KEY: &str = "8c9f3a1b2d4e5f60718293a4b5c6d7e8f9012345678abcdef0123456789abcde";
 /// GitLab secret token of source `gitlab-a`.
 pub const GITLAB_TOKEN: &str = "hookwall-it-gitlab-token";
 /// Seed of the Ed25519 key pair that signs Discord test deliveries (Discord's, never ours).
@@ -149,6 +155,18 @@ pub enum Provider {
     /// The signature inside the body (`signature.timestamp`/`token`/`signature`); id
     /// `event-data.id`. Signed by [`body_at`], not by [`headers`].
     Mailgun,
+    /// HubSpot v3 (`X-HubSpot-Signature-v3`, base64 HMAC-SHA256 over method ‖ URL ‖ body ‖
+    /// ms timestamp); a JSON array of events, each id derived from its members without
+    /// `attemptNumber` ([`hubspot_event_id`]). Signed with [`hubspot_headers`].
+    Hubspot,
+    /// Mandrill (`X-Mandrill-Signature`, base64 HMAC-SHA1 over URL ‖ sorted form params); a
+    /// form whose `mandrill_events` is a JSON array, each event's id the SHA-256 of its bytes.
+    /// Signed with [`mandrill_headers`].
+    Mandrill,
+    /// Adyen: each notification item's `additionalData.hmacSignature` (base64 HMAC-SHA256,
+    /// hex key, over its signed fields); id `pspReference:eventCode:success`. Signed by
+    /// [`body_at`] / [`adyen_item`], not by [`headers`].
+    Adyen,
 }
 
 impl Provider {
@@ -182,6 +200,9 @@ impl Provider {
             Provider::Coinbase => "coinbase",
             Provider::Zoom => "zoom",
             Provider::Mailgun => "mailgun",
+            Provider::Hubspot => "hubspot",
+            Provider::Mandrill => "mandrill",
+            Provider::Adyen => "adyen",
         }
     }
 }
@@ -336,6 +357,12 @@ pub fn body(provider: Provider, id: &str, note: &str) -> Vec<u8> {
         Provider::Mailgun => {
             format!(r#"{{"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#)
         }
+        Provider::Hubspot => format!("[{}]", hubspot_event(&hubspot_members(id, note, 0))),
+        Provider::Mandrill => mandrill_form(&[mandrill_event(id, note)]),
+        // Unsigned (an empty signature): `body_at` signs.
+        Provider::Adyen => {
+            adyen_body(&[adyen_item_signed_by(None, id, "AUTHORISATION", "true", note)])
+        }
     };
     text.into_bytes()
 }
@@ -386,6 +413,9 @@ pub fn body_at(provider: Provider, secret: &str, id: &str, t: i64, note: &str) -
                 r#"{{"signature":{{"timestamp":"{t}","token":"{token}","signature":"{sig}"}},"event-data":{{"id":"{id}","event":"delivered","note":"{note}"}}}}"#
             )
             .into_bytes()
+        }
+        Provider::Adyen => {
+            adyen_body(&[adyen_item(secret, id, "AUTHORISATION", "true", note)]).into_bytes()
         }
         _ => body(provider, id, note),
     }
@@ -504,8 +534,8 @@ pub fn headers(
             ));
             h.push(("X-Twilio-Email-Event-Webhook-Timestamp".to_owned(), t.to_string()));
         }
-        Provider::Twilio | Provider::Square => {
-            panic!("{provider:?} signs a URL: sign with url_headers")
+        Provider::Twilio | Provider::Square | Provider::Hubspot | Provider::Mandrill => {
+            panic!("{provider:?} signs a URL: url_headers, hubspot_headers or mandrill_headers")
         }
         Provider::Discord => {
             let seed = if secret == DISCORD_PUBLIC { DISCORD_SEED } else { [0x44; 32] };
@@ -565,7 +595,7 @@ pub fn headers(
             h.push(("x-zm-request-timestamp".to_owned(), ts));
         }
         // Signed inside the body (`body_at`).
-        Provider::Mailgun => {}
+        Provider::Mailgun | Provider::Adyen => {}
     }
     h
 }
@@ -641,6 +671,134 @@ pub fn url_headers(
         ]),
         other => panic!("{other:?} does not sign a URL"),
     }
+}
+
+/// The members of one HubSpot event (name, JSON text as sent), as HubSpot's Webhooks API lays
+/// them out; `id` travels as `sourceId`, `note` as `propertyValue`, `attempt` as
+/// `attemptNumber` (0 first, one more per retry).
+pub fn hubspot_members(id: &str, note: &str, attempt: u32) -> Vec<(&'static str, String)> {
+    vec![
+        ("eventId", "1234567".to_owned()),
+        ("subscriptionId", "2881778".to_owned()),
+        ("portalId", "62515".to_owned()),
+        ("appId", "1160452".to_owned()),
+        ("occurredAt", "1700000000123".to_owned()),
+        ("subscriptionType", r#""contact.propertyChange""#.to_owned()),
+        ("attemptNumber", attempt.to_string()),
+        ("objectId", "123".to_owned()),
+        ("propertyName", r#""lifecyclestage""#.to_owned()),
+        ("propertyValue", format!("{note:?}")),
+        ("changeSource", r#""CRM""#.to_owned()),
+        ("sourceId", format!("{id:?}")),
+    ]
+}
+
+/// The exact text of one HubSpot event with `members`.
+pub fn hubspot_event(members: &[(&str, String)]) -> String {
+    let inner: Vec<String> = members.iter().map(|(n, v)| format!("\"{n}\":{v}")).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// The event id hookwall gives a HubSpot event (docs/providers.md): `sha256:` and the hex
+/// SHA-256 of its members except `attemptNumber`, in order, each name and raw value preceded
+/// by its byte length as 8 little-endian bytes.
+pub fn hubspot_event_id(members: &[(&str, String)]) -> String {
+    let mut intent = Vec::new();
+    for (name, value) in members.iter().filter(|(n, _)| *n != "attemptNumber") {
+        for piece in [name.as_bytes(), value.as_bytes()] {
+            intent.extend_from_slice(&(piece.len() as u64).to_le_bytes());
+            intent.extend_from_slice(piece);
+        }
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, &intent);
+    format!("sha256:{}", hex::encode(digest.as_ref()))
+}
+
+/// HubSpot's v3 headers ("Validating requests"): `X-HubSpot-Signature-v3` = base64
+/// HMAC-SHA256 by the client secret over `POST` ‖ `url` ‖ body ‖ the timestamp `t_ms` (Unix
+/// milliseconds, sent in `X-HubSpot-Request-Timestamp`).
+pub fn hubspot_headers(secret: &str, url: &str, t_ms: i64, body: &[u8]) -> Vec<(String, String)> {
+    let ts = t_ms.to_string();
+    let mac = hmac_sha256(secret.as_bytes(), &[b"POST", url.as_bytes(), body, ts.as_bytes()]);
+    vec![
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+        (
+            "X-HubSpot-Signature-v3".to_owned(),
+            base64::engine::general_purpose::STANDARD.encode(mac),
+        ),
+        ("X-HubSpot-Request-Timestamp".to_owned(), ts),
+    ]
+}
+
+/// One Mandrill message event (its exact text): `id` as the message `_id`, `note` as subject.
+pub fn mandrill_event(id: &str, note: &str) -> String {
+    format!(
+        r#"{{"event":"send","_id":"{id}","ts":1700000000,"msg":{{"email":"a@example.com","subject":"{note}","state":"sent"}}}}"#
+    )
+}
+
+/// A Mandrill form body: `mandrill_events` = the JSON array of `events`, URL-encoded.
+pub fn mandrill_form(events: &[String]) -> String {
+    let array = format!("[{}]", events.join(","));
+    form_urlencoded::Serializer::new(String::new()).append_pair("mandrill_events", &array).finish()
+}
+
+/// The event id hookwall gives a Mandrill event (docs/providers.md): `sha256:` and the hex
+/// SHA-256 of its exact bytes.
+pub fn mandrill_event_id(event: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, event.as_bytes());
+    format!("sha256:{}", hex::encode(digest.as_ref()))
+}
+
+/// Mandrill's headers ("Authenticating webhook requests"): `X-Mandrill-Signature` = base64
+/// HMAC-SHA1 by the webhook key over `url` followed by each POST parameter's name and value,
+/// sorted by name.
+pub fn mandrill_headers(key: &str, url: &str, body: &[u8]) -> Vec<(String, String)> {
+    let mut params: Vec<(String, String)> =
+        form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    params.sort();
+    let mut content = url.to_owned();
+    for (name, value) in params {
+        content.push_str(&name);
+        content.push_str(&value);
+    }
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, key.as_bytes());
+    let mac = ring::hmac::sign(&key, content.as_bytes());
+    vec![
+        ("Content-Type".to_owned(), "application/x-www-form-urlencoded".to_owned()),
+        ("X-Mandrill-Signature".to_owned(), base64::engine::general_purpose::STANDARD.encode(mac)),
+    ]
+}
+
+/// One Adyen notification item (the array element, its exact text) signed with the hex `key`
+/// per Adyen's "Verify HMAC signatures": base64 HMAC-SHA256 over
+/// `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:`
+/// `eventCode:success`. `note` is the merchant reference.
+pub fn adyen_item(key: &str, psp: &str, event_code: &str, success: &str, note: &str) -> String {
+    adyen_item_signed_by(Some(key), psp, event_code, success, note)
+}
+
+/// [`adyen_item`], with an empty signature when `key` is `None`.
+pub fn adyen_item_signed_by(
+    key: Option<&str>,
+    psp: &str,
+    event_code: &str,
+    success: &str,
+    note: &str,
+) -> String {
+    let signature = key.map_or_else(String::new, |key| {
+        let signed = format!("{psp}::HookwallIt:{note}:1130:EUR:{event_code}:{success}");
+        let key = hex::decode(key).expect("a hex key");
+        base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &[signed.as_bytes()]))
+    });
+    format!(
+        r#"{{"NotificationRequestItem":{{"additionalData":{{"hmacSignature":"{signature}"}},"amount":{{"currency":"EUR","value":1130}},"eventCode":"{event_code}","merchantAccountCode":"HookwallIt","merchantReference":"{note}","originalReference":"","pspReference":"{psp}","success":"{success}"}}}}"#
+    )
+}
+
+/// An Adyen delivery of `items` (each an array element's exact text).
+pub fn adyen_body(items: &[String]) -> String {
+    format!(r#"{{"live":"false","notificationItems":[{}]}}"#, items.join(","))
 }
 
 /// Replaces (or adds) header `name` (case-insensitive) in `headers`.

@@ -211,12 +211,17 @@ fn official_vectors_verify_through_the_cli() {
             "sendgrid" => crate::vectors::SENDGRID_OTHER_PUBLIC.to_owned(),
             // Another well-formed Ed25519 public key (hex).
             "discord" => "11".repeat(32),
+            // Another hex HMAC key.
+            "adyen" => "00".repeat(32),
             _ => format!("{secret}x"),
         };
         let out = run(&wrong);
         assert_eq!(out.status.code(), Some(1), "{what}: wrong secret");
     }
-    assert!(url_cases >= 6, "Twilio and Square cases carry their URL: {url_cases}");
+    assert!(
+        url_cases >= 13,
+        "Twilio, Square, HubSpot, Mandrill cases carry their URL: {url_cases}"
+    );
     // A URL-signing provider without --url is a usage error naming the flag.
     check(
         &["--provider", "twilio", "--secret", "t", "--header", "X-Twilio-Signature: x"],

@@ -108,6 +108,26 @@ Signing code used (read in the installed package sources):
   ``SecurityGuard.verify_webhook(signing_key, token, timestamp, signature, max_age_seconds=0)``
   (hex HMAC-SHA256 of ``timestamp + token``); signatures are made with Python's ``hmac`` and
   each is checked with it. The signature travels inside the JSON body.
+* hubspot-api-client (12.0.0, hubspot/utils/signature.py): ``Signature.get_signature(secret,
+  body, "v3", uri, "POST", timestamp_ms)`` (base64 HMAC-SHA256 over ``method + uri + body +
+  timestamp``), each checked with ``Signature.is_valid(..., signature_version="v3", ...)`` with
+  that module's clock frozen at the case's time (it refuses timestamps older than 5 minutes).
+  The bodies are JSON arrays of events as HubSpot's Webhooks API posts them. One case signs the
+  URI with HubSpot's documented percent-escapes decoded (``%2F`` -> ``/``, ``%3F`` -> ``?``)
+  while the request carries them encoded (its ``url``), as HubSpot's "Validating requests" v3
+  steps describe; the SDK signs whatever URI it is given.
+* mandrill: Mailchimp Transactional ships no verifier; the cases follow its "Authenticating
+  webhook requests" (``X-Mandrill-Signature`` = base64 HMAC-SHA1 keyed by the webhook key over
+  the webhook URL followed by each POST parameter's name and value, sorted by name, as its
+  ``generateSignature`` example builds it), computed with Python's ``hmac``. The body is the
+  form ``mandrill_events=<JSON array>`` (``urllib.parse.urlencode``).
+* Adyen (16.0.0, Adyen/util.py): each notification item's ``additionalData.hmacSignature`` is
+  ``generate_notification_sig(item, hex_key)`` (base64 HMAC-SHA256, hex-decoded key, over
+  ``pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:
+  eventCode:success``), and every item is checked with ``is_valid_hmac_notification`` (which
+  reads one item, so each is passed alone). The bodies are written as text (one with ``\/``
+  escapes in a signed field, one pretty-printed with CRLF) so the signed values are the parsed
+  ones, not the bytes.
 
 Bodies include the failure classes issue 3 names: JSON re-serialised with ``\/`` and
 ``\u0026`` escapes (signed and verified as sent, never re-encoded), a body ending in CRLF, and
@@ -129,6 +149,9 @@ import hashlib
 import hmac
 
 import coinbase_commerce.webhook
+from Adyen.util import generate_notification_sig, is_valid_hmac_notification
+import hubspot.utils.signature
+from hubspot.utils.signature import Signature as HubSpotSignature
 import discord_interactions
 import nacl.signing
 from mailgun.security import SecurityGuard
@@ -143,7 +166,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from twilio.request_validator import RequestValidator
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 try:
     from importlib.metadata import version
@@ -897,6 +920,140 @@ def mailgun_cases():
     return cases
 
 
+def hubspot_cases():
+    """HubSpot v3 batches signed by hubspot-api-client's Signature, checked with is_valid."""
+    event = ('{{"eventId":{n},"subscriptionId":2881778,"portalId":62515,"appId":1160452,'
+             '"occurredAt":1699999990123,"subscriptionType":"{kind}","attemptNumber":0,'
+             '"objectId":{obj},"changeFlag":"NEW","changeSource":"CRM","sourceId":"userId:1"}}')
+    inputs = [
+        ("batch of two", "hs-client-secret-0f1e2d3c", 1700000000, 1700000000123,
+         "https://example.com/webhooks/hubspot", None,
+         "[" + event.format(n=100, kind="contact.creation", obj=123) + ","
+         + event.format(n=101, kind="contact.propertyChange", obj=123) + "]"),
+        ("escaped JSON as sent", "hs-client-secret-escaped", 1700000321, 1700000321999,
+         "https://hooks.example.com/webhooks/hs?portal=62515", None,
+         '[{"eventId":7,"subscriptionType":"deal.creation","attemptNumber":1,'
+         '"propertyValue":"https:\\/\\/x\\u0026y"}]'),
+        ("pretty-printed with CRLF", "hs-client-secret-crlf", 1735689600, 1735689600000,
+         "https://hooks.example.com:8443/webhooks/hubspot", None,
+         '[\r\n  {"eventId": 1, "subscriptionType": "company.deletion", "attemptNumber": 0},\r\n'
+         '  {"eventId": 2, "subscriptionType": "company.creation", "attemptNumber": 2}\r\n]\r\n'),
+        ("percent-escapes decoded in the signed URI", "hs-client-secret-escapes", 1700000500,
+         1700000500500, "https://example.com/webhooks/hubspot?next=%2Fdone%3Fok",
+         "https://example.com/webhooks/hubspot?next=/done?ok",
+         "[" + event.format(n=300, kind="ticket.creation", obj=9) + "]"),
+    ]
+    cases = []
+    real = hubspot.utils.signature.datetime
+    for name, secret, t, t_ms, url, signed_uri, body in inputs:
+        signed_uri = signed_uri or url
+        signature = HubSpotSignature.get_signature(secret, body, "v3", signed_uri, "POST",
+                                                   str(t_ms))
+
+        class Frozen(datetime):
+            @classmethod
+            def now(cls, tz=None, _t=t):
+                return datetime.fromtimestamp(_t, tz=tz)
+
+        hubspot.utils.signature.datetime = Frozen
+        try:
+            assert HubSpotSignature.is_valid(signature, secret, body, signed_uri, "POST", "v3",
+                                             str(t_ms)), name
+        finally:
+            hubspot.utils.signature.datetime = real
+        entry = case("hubspot", name, secret, t, body, {
+            "Content-Type": "application/json",
+            "X-HubSpot-Signature-v3": signature,
+            "X-HubSpot-Request-Timestamp": str(t_ms),
+        })
+        entry["url"] = url
+        cases.append(entry)
+    return cases
+
+
+def mandrill_signature(key, url, params):
+    """Mandrill's documented signature: the URL, then each name and value sorted by name."""
+    signed = url + "".join(name + value for name, value in sorted(params.items()))
+    digest = hmac.new(key.encode(), signed.encode(), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
+
+
+def mandrill_cases():
+    """Mandrill batches signed per its docs with Python's hmac."""
+    inputs = [
+        ("send and open", "mdr-webhook-key-0a1b2c", "https://example.com/webhooks/mandrill",
+         '[{"event":"send","_id":"exampleaaaaaaaaaaaaaaaaaaaaaaaaa","ts":1700000000,'
+         '"msg":{"email":"a@example.com","subject":"Hi","state":"sent"}},'
+         '{"event":"open","_id":"exampleaaaaaaaaaaaaaaaaaaaaaaaaa","ts":1700000050,'
+         '"msg":{"email":"a@example.com","subject":"Hi","state":"sent"},"ip":"192.0.2.1"}]'),
+        ("escaped JSON as sent", "mdr-webhook-key-escaped",
+         "https://hooks.example.com/webhooks/mdr?list=7",
+         '[{"event":"click","_id":"e-escaped","ts":1700000100,'
+         '"url":"https:\\/\\/x\\u0026y","msg":{"subject":"caf\\u00e9"}}]'),
+        ("sync event, pretty-printed with CRLF", "mdr-webhook-key-crlf",
+         "https://hooks.example.com:8443/webhooks/mandrill",
+         '[\r\n  {"type": "blacklist", "action": "add", "ts": 1700000200,\r\n'
+         '   "reject": {"email": "b@example.com", "reason": "hard-bounce"}}\r\n]\r\n'),
+    ]
+    cases = []
+    for name, key, url, events in inputs:
+        params = {"mandrill_events": events}
+        entry = case("mandrill", name, key, 1700000000, urlencode(params), {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Mandrill-Signature": mandrill_signature(key, url, params),
+        })
+        entry["url"] = url
+        cases.append(entry)
+    return cases
+
+
+def adyen_item(psp, event_code, success, value, reference, key):
+    """One NotificationRequestItem, signed by the Adyen library, checked by it."""
+    item = {
+        "amount": {"currency": "EUR", "value": value},
+        "eventCode": event_code,
+        "eventDate": "2023-11-14T22:13:20+01:00",
+        "merchantAccountCode": "HookwallTestMerchant",
+        "merchantReference": reference,
+        "originalReference": "",
+        "pspReference": psp,
+        "reason": "",
+        "success": success,
+    }
+    item["additionalData"] = {"hmacSignature": generate_notification_sig(item, key).decode()}
+    assert is_valid_hmac_notification(item, key), psp
+    return item
+
+
+def adyen_cases():
+    """Adyen notification batches signed and checked item by item with the Adyen library."""
+    key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+    wrap = lambda items: [{"NotificationRequestItem": i} for i in items]
+    two = {"live": "false", "notificationItems": wrap([
+        adyen_item("7914073381342284", "AUTHORISATION", "true", 1130, "order-1", key),
+        adyen_item("7914073381342285", "CAPTURE", "false", 1130, "order-1", key),
+    ])}
+    escaped_item = adyen_item("8815000000000001", "REFUND", "true", 500, "a/b&c", key)
+    escaped = json.dumps({"live": "false", "notificationItems": wrap([escaped_item])},
+                         separators=(",", ":")).replace("a/b&c", "a\\/b\\u0026c")
+    crlf_item = adyen_item("8815000000000002", "AUTHORISATION", "true", 0, "order-2", key)
+    crlf = json.dumps({"live": "false", "notificationItems": wrap([crlf_item])},
+                      indent=2).replace("\n", "\r\n") + "\r\n"
+    inputs = [
+        ("batch of two", json.dumps(two, separators=(",", ":"))),
+        ("escaped JSON in a signed field", escaped),
+        ("pretty-printed with CRLF", crlf),
+    ]
+    cases = []
+    for name, body in inputs:
+        parsed = json.loads(body)
+        for element in parsed["notificationItems"]:
+            assert is_valid_hmac_notification(element["NotificationRequestItem"], key), name
+        cases.append(case("adyen", name, key, 1700000000, body,
+                          {"Content-Type": "application/json"}))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -925,7 +1082,7 @@ def main():
     versions = {}
     for package in ("stripe", "standardwebhooks", "svix", "PyNaCl", "slack_sdk",
                     "paddle-python-sdk", "twilio", "squareup", "sendgrid", "cryptography",
-                    "discord-interactions", "coinbase-commerce", "mailgun"):
+                    "discord-interactions", "coinbase-commerce", "mailgun", "hubspot-api-client", "Adyen"):
         versions[package] = version(package) if version else "unknown"
     document = {
         "generated_by": "tests/vectors/gen_vectors.py",
@@ -936,7 +1093,8 @@ def main():
         + bitbucket_cases() + twilio_cases() + square_cases() + sendgrid_cases()
         + discord_cases() + github_legacy_cases() + hmac_generic_cases()
         + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
-        + coinbase_cases() + zoom_cases() + mailgun_cases(),
+        + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases()
+        + mandrill_cases() + adyen_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
