@@ -490,7 +490,14 @@ fn operation_reply(key: &str, action: OpAction, result: Result<OpDone, OpRefused
 /// `GET /admin/audit?limit=&cursor=`: operator actions, newest first.
 async fn audit(operator: &Operator, query: &str) -> Reply {
     let (mut limit, mut cursor) = (LIST_LIMIT_DEFAULT, None);
+    let mut seen: Vec<String> = Vec::new();
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        // As on `/admin/events`: a repeated parameter is ambiguous, never last-wins.
+        if seen.iter().any(|s| *s == *name) {
+            let message = format!("parameter {name:?} is given more than once");
+            return error(StatusCode::BAD_REQUEST, "bad_query", &message);
+        }
+        seen.push(name.clone().into_owned());
         match &*name {
             "limit" => match value.parse::<usize>() {
                 Ok(n) if (1..=LIST_LIMIT_MAX).contains(&n) => limit = n,

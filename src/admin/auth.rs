@@ -45,7 +45,12 @@ pub fn check(
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let Some(presented) = presented.filter(|t| !t.is_empty()) else {
-        return Err(unauthorized("an Authorization: Bearer <token> header is required"));
+        let message = if headers.contains_key(AUTHORIZATION) {
+            "the Authorization header is not `Bearer <token>` in visible ASCII"
+        } else {
+            "an Authorization: Bearer <token> header is required"
+        };
+        return Err(unauthorized(message));
     };
     // Equal-length digests: the comparison time says nothing about the token's length or
     // how much of it matched.
@@ -57,7 +62,14 @@ pub fn check(
     Ok(Caller { token_id: token_id(presented) })
 }
 
+/// A 401, logged (the reason only — never the presented token) so that an operator locked out,
+/// or someone guessing, shows in the log.
 fn unauthorized(message: &str) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    tracing::warn!(
+        code = "admin_unauthorized",
+        reason = message,
+        "An admin API request was refused (401)."
+    );
     let mut reply = error(StatusCode::UNAUTHORIZED, "unauthorized", message);
     reply.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     reply

@@ -181,6 +181,9 @@ fn admin_without_or_with_a_wrong_token_is_401() {
     let wrong =
         admin(&f, "POST", "/admin/events/a%2Fb%2Fc/drop", Some("nope"), r#"{"reason":"x"}"#);
     assert_eq!(wrong.status, 401, "{wrong}");
+    let log = f.hw.stderr();
+    assert!(log.contains("admin_unauthorized"), "refusals are logged:\n{log}");
+    assert!(!log.contains("test-admin-token-0123456788"), "never the presented token:\n{log}");
     let right = admin(&f, "GET", "/admin/events", Some(TOKEN), "");
     assert_eq!(right.status, 200, "{right}");
     assert_eq!(right.json()["items"], serde_json::json!([]));
@@ -338,6 +341,8 @@ fn quarantined_and_rejected_are_listed() {
     assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "a repeated parameter: {bad}");
     let bad = admin(&f, "GET", "/admin/events?cursor=zz", Some(TOKEN), "");
     assert_eq!(bad.answer(), (400, "bad_cursor".to_owned()), "{bad}");
+    let bad = admin(&f, "GET", "/admin/audit?limit=1&limit=2", Some(TOKEN), "");
+    assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "a repeated parameter: {bad}");
 }
 
 /// Item 5: a destination configured `paused = true` gets no attempt while events are admitted;
