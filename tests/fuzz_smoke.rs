@@ -2,7 +2,7 @@
 //! stable inside `cargo test`, over a seed corpus and mutations of it drawn from a seeded PRNG.
 //! A failure prints the seed; `HOOKWALL_FUZZ_SEED=N cargo test --release --test fuzz_smoke`
 //! replays it. `HOOKWALL_FUZZ_RUNS` sets the mutations per target (default 20 000). The
-//! coverage-guided runs use `cargo +nightly fuzz run <target>` (README "Fuzzing").
+//! coverage-guided runs use `cargo +nightly fuzz run <target>` (README "More", the fuzzing bullet).
 
 #![allow(clippy::unwrap_used)]
 
@@ -78,12 +78,19 @@ fn mutate(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// `name` as a whole number when set; a set but unreadable value stops the run (a typo must not
+/// silently become the default).
+fn env_number(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    Some(v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")))
+}
+
 fn seed() -> u64 {
-    std::env::var("HOOKWALL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_f00d)
+    env_number("HOOKWALL_FUZZ_SEED").unwrap_or(0x5eed_f00d)
 }
 
 fn runs() -> usize {
-    std::env::var("HOOKWALL_FUZZ_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000)
+    env_number("HOOKWALL_FUZZ_RUNS").map_or(20_000, |n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 /// Runs `target` on every corpus entry, then on `runs()` mutations.

@@ -82,16 +82,19 @@ fn spawn_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let (ctx, open, stopping) = (Rc::clone(ctx), Rc::clone(open), Rc::clone(stopping));
+    // The limit place is taken at accept time, before the connection counts as open (as the
+    // io_uring back end does): connections are judged in accept order, and an open gauge of N
+    // means N connections have passed the gate.
+    let ticket = match ctx.gate.enter(peer) {
+        Ok(ticket) => Some(ticket),
+        Err(reason) => {
+            ctx.count_refused(reason);
+            None
+        }
+    };
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
     tokio::task::spawn_local(async move {
-        let ticket = match ctx.gate.enter(peer) {
-            Ok(ticket) => Some(ticket),
-            Err(reason) => {
-                ctx.count_refused(reason);
-                None
-            }
-        };
         serve(&ctx, stream, &stopping, ticket.is_none(), peer).await;
         if let Some(ticket) = ticket {
             ctx.gate.leave(ticket);

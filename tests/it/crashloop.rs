@@ -51,7 +51,9 @@ struct Cycle {
 }
 
 fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
+    // A set but unreadable value is a typo: stop, never silently run the default.
+    let v = std::env::var(name).ok()?;
+    Some(v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")))
 }
 
 on_both_io! {

@@ -28,7 +28,9 @@ use world::World;
 const SMOKE_SEEDS: u64 = 300;
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+    // A set but unreadable value is a typo: stop, never silently run the default seeds.
+    let v = std::env::var(name).ok()?;
+    Some(v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")))
 }
 
 /// Runs one seed; `Err` holds the seed's failure message.
@@ -54,7 +56,11 @@ fn seeded_simulation_keeps_the_promise() {
         Some(seed) => vec![seed],
         None => {
             let first = env_u64("HOOKWALL_SIM_FIRST").unwrap_or(0);
-            (first..first + env_u64("HOOKWALL_SIM_SEEDS").unwrap_or(SMOKE_SEEDS)).collect()
+            let count = env_u64("HOOKWALL_SIM_SEEDS").unwrap_or(SMOKE_SEEDS);
+            let end = first.checked_add(count).unwrap_or_else(|| {
+                panic!("HOOKWALL_SIM_FIRST + HOOKWALL_SIM_SEEDS overflows u64 ({first} + {count})")
+            });
+            (first..end).collect()
         }
     };
     let mut total = world::Stats::default();
