@@ -126,7 +126,29 @@ fn verify_corpus() -> Vec<Vec<u8>> {
     let stripe = b"\x00stripe-signature: t=1767225600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd,v0=00\ncontent-type: application/json\n\n{\"id\":\"evt_1\",\"type\":\"invoice.paid\",\"data\":{}}";
     let github = b"\x01x-hub-signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17\nx-github-delivery: 72d3162e\nx-github-event: push\n\n{\"zen\":\"x\\u0026\\/\"}";
     let standard = b"\x02webhook-id: msg_1\nwebhook-timestamp: 1767225600\nwebhook-signature: v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v1a,xx\n\n{\"type\":\"a\"}";
-    vec![stripe.to_vec(), github.to_vec(), standard.to_vec(), b"\x03\n\n".to_vec()]
+    let mut corpus =
+        vec![stripe.to_vec(), github.to_vec(), standard.to_vec(), b"\x03\n\n".to_vec()];
+    // Every loaded provider (the first byte picks it) with its own signature header name and a
+    // JSON object and a JSON array body, so mutations start inside each provider's parser
+    // rather than at "header missing" (review finding: only a few parsers were reached).
+    for (index, source) in targets::sources().iter().enumerate() {
+        let pick = u8::try_from(index).expect("fewer than 256 providers");
+        let header = hookwall::provider::source_signature_header(source);
+        let head = format!(
+            "{header}: t=1767225600,v1=00ff,sha256=aa,v0=AAAA\nhost: hooks.example.com\n\
+             content-type: application/json\nx-timestamp: 1767225600\nx-id: e1\n"
+        );
+        for body in
+            [r#"{"id":"evt_1","type":"a","data":{"object":{}}}"#, r#"[{"id":"e","eventId":1}]"#]
+        {
+            let mut entry = vec![pick];
+            entry.extend_from_slice(head.as_bytes());
+            entry.extend_from_slice(b"\n");
+            entry.extend_from_slice(body.as_bytes());
+            corpus.push(entry);
+        }
+    }
+    corpus
 }
 
 fn config_corpus() -> Vec<Vec<u8>> {
@@ -183,4 +205,14 @@ fn form_body_never_panics() {
 #[test]
 fn admin_json_never_panics() {
     smoke("admin_json", &admin_json_corpus(), targets::admin_json);
+}
+
+/// Review finding: SendGrid and the generic `hmac` loaded with none of the fuzz secrets, so
+/// their parsers were never fuzzed. Every provider of the build must have a fuzz source.
+#[test]
+fn every_provider_has_a_fuzz_source() {
+    let loaded: Vec<&str> = targets::sources().iter().map(|s| s.provider.name()).collect();
+    for provider in hookwall::provider::Provider::ALL {
+        assert!(loaded.contains(&provider.name()), "{} has no fuzz source", provider.name());
+    }
 }

@@ -41,14 +41,17 @@ pub fn http_framing(data: &[u8]) {
 /// One source per provider this build verifies, loaded through the real config loader (so the
 /// secrets have each provider's dashboard form). Providers none of the sample secrets suit are
 /// left out.
-fn sources() -> &'static [SourceConfig] {
+pub fn sources() -> &'static [SourceConfig] {
     static SOURCES: OnceLock<Vec<SourceConfig>> = OnceLock::new();
     SOURCES.get_or_init(|| {
+        // One of these is a valid key for every provider (whsec_, plain HMAC secrets, a hex
+        // Ed25519 key, basic-auth credentials, a base64 P-256 SPKI for SendGrid).
         let candidates = [
             "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
             "It's a Secret to Everybody",
             "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
             "user:password",
+            "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEjlM7b6C/e0YluzBmfAH7YH75+LioD+9bMAYocDGHsqNz6x294DMYNm0Gn4Om9ZAAU8c2M8sEGyHFXhqGwfQAtA==",
         ];
         let mut out = Vec::new();
         for provider in Provider::ALL {
@@ -56,8 +59,15 @@ fn sources() -> &'static [SourceConfig] {
                 let text = format!(
                     "[ledger]\npath = \"/nonexistent\"\n[[source]]\nid = \"s\"\ntenant = \"t\"\n\
                      provider = \"{}\"\nsecrets = [{{ id = \"k\", value = {secret:?} }}]\n\
-                     destination = \"d\"\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
-                    provider.name()
+                     destination = \"d\"\n{}[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
+                    provider.name(),
+                    // The generic scheme needs its table.
+                    match provider {
+                        Provider::Hmac => "hmac = { header = \"X-Signature\", prefix = \"v1=\", \
+                                           content = \"{timestamp}.{body}\", timestamp_header = \
+                                           \"X-Timestamp\", id_header = \"X-Id\" }\n",
+                        _ => "",
+                    }
                 );
                 let loaded = Config::from_toml_str(&text, Path::new("fuzz.toml"), &|_| None);
                 if let Ok(mut config) = loaded {
