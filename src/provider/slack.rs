@@ -27,9 +27,23 @@ pub const EVENT_ID_MEMBER: &str = "event_id";
 /// [`Reject::SignatureMissing`] when either header is absent or repeated, the timestamp is not
 /// an integer, or the signature is not `v0=` and 64 hex characters.
 pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
-    let t_text = verify::unique_header(req, TIMESTAMP_HEADER).ok_or(Reject::SignatureMissing)?;
+    presented_v0(req, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+}
+
+/// The `v0` scheme shared by Slack and Zoom (only the header names differ): `v0=<64 hex>` in
+/// `signature_header`, HMAC-SHA256 over `v0:{timestamp}:{body}` with the integer Unix-seconds
+/// text of `timestamp_header` exactly as received.
+///
+/// # Errors
+/// As [`presented`].
+pub(crate) fn presented_v0<'a>(
+    req: &'a Request,
+    timestamp_header: &'static str,
+    signature_header: &'static str,
+) -> Result<Presented<'a>, Reject> {
+    let t_text = verify::unique_header(req, timestamp_header).ok_or(Reject::SignatureMissing)?;
     let signed_at = verify::parse_unix_seconds(t_text).ok_or(Reject::SignatureMissing)?;
-    let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
+    let header = verify::unique_header(req, signature_header).ok_or(Reject::SignatureMissing)?;
     let hex = header.strip_prefix(b"v0=").ok_or(Reject::SignatureMissing)?;
     let tag = verify::decode_hex_tag(hex, Scheme::Hmac, 32).ok_or(Reject::SignatureMissing)?;
     let mut candidates = Candidates::new();

@@ -16,7 +16,7 @@
 
 use crate::http::Request;
 use crate::pipeline::Challenge;
-use crate::verify::{self, Candidates, Key, Presented, Reject, Scheme};
+use crate::verify::{Key, Presented, Reject};
 
 /// The signature header (lowercase, as [`Request`] stores names).
 pub const SIGNATURE_HEADER: &str = "x-zm-signature";
@@ -32,14 +32,7 @@ pub const EVENT_TYPE_MEMBER: &str = "event";
 /// [`Reject::SignatureMissing`] when either header is absent or repeated, the timestamp is not
 /// an integer, or the signature is not `v0=` and 64 hex characters.
 pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
-    let t_text = verify::unique_header(req, TIMESTAMP_HEADER).ok_or(Reject::SignatureMissing)?;
-    let signed_at = verify::parse_unix_seconds(t_text).ok_or(Reject::SignatureMissing)?;
-    let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
-    let hex = header.strip_prefix(b"v0=").ok_or(Reject::SignatureMissing)?;
-    let tag = verify::decode_hex_tag(hex, Scheme::Hmac, 32).ok_or(Reject::SignatureMissing)?;
-    let mut candidates = Candidates::new();
-    candidates.offer(Some(tag));
-    Ok(Presented::signed(Some(signed_at), candidates, [b"v0:", t_text, b":", &req.body]))
+    super::slack::presented_v0(req, TIMESTAMP_HEADER, SIGNATURE_HEADER)
 }
 
 /// The `endpoint.url_validation` answer of an authenticated request, computed with `key` (the
