@@ -53,6 +53,15 @@ const _: () = assert!(CORES_MAX >= SHARDS_MAX);
 /// of the deadline for the network and the sender's own timer.
 pub const ACK_DEADLINE_SHED_SHARE: f64 = 0.5;
 
+/// Queue-delay shedding (`ingress::overload`, CoDel's rule): the longest a complete request may
+/// wait for its core while the core is saturated. 50 ms is under the shortest provider
+/// deadline (3 s) by far, and over a loop turn of a busy but keeping-up core (a few ms).
+pub const QUEUE_DELAY_TARGET: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Queue-delay shedding: a core is saturated when every request of one such interval waited
+/// longer than [`QUEUE_DELAY_TARGET`] (five targets: a burst drains well within it).
+pub const QUEUE_DELAY_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

@@ -120,7 +120,8 @@ impl CoreStats {
         }
     }
 
-    /// Counts one delivery of `source` shed by deadline-aware admission.
+    /// Counts one delivery of `source` shed: by deadline-aware admission, or by queue-delay
+    /// shedding on a saturated core (`ingress::overload`).
     pub fn count_shed(&self, source: usize) {
         if let Some(c) = self.shed.get(source) {
             c.fetch_add(1, Ordering::Relaxed);

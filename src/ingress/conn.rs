@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::gate::{Gate, Refusal};
+use super::overload::Overload;
 use crate::answer::Answer;
 use crate::clock;
 use crate::config::Live;
@@ -70,6 +71,8 @@ pub struct CoreCtx {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The connection limits shared by every core.
     pub gate: Arc<Gate>,
+    /// This core's queue-delay shedding state ([`super::overload`]).
+    pub overload: RefCell<Overload>,
 }
 
 impl CoreCtx {
@@ -101,6 +104,7 @@ impl CoreCtx {
             connections_max,
             tls: None,
             gate,
+            overload: RefCell::new(Overload::new(clock::monotonic())),
         }
     }
 
@@ -166,6 +170,11 @@ pub struct Conn {
     request_started: Option<Instant>,
     /// Last time any byte arrived or an answer left (idle keep-alive timeout).
     last_activity: Instant,
+    /// When the bytes buffered last became processable: the arrival the back end reported for
+    /// the latest bytes, or the moment this connection's previous answer left (pipelined
+    /// requests wait for it by design, not for the core). A request's queue delay is measured
+    /// from here ([`super::overload`]); so is its ack latency.
+    ready_at: Instant,
     /// The server is stopping: every further answer closes the connection.
     draining: bool,
     /// The TLS session, when the listener terminates TLS.
@@ -205,6 +214,7 @@ impl Conn {
             phase,
             request_started: None,
             last_activity: now,
+            ready_at: now,
             draining: false,
             tls,
             close_notify_sent: false,
@@ -241,9 +251,13 @@ impl Conn {
 
     /// Takes bytes received from the socket: plaintext is appended to `input`; with TLS the
     /// ciphertext is decrypted first (a handshake in progress counts as a request in progress
-    /// for `read_timeout`, so a slow handshake is cut off like a slow request).
+    /// for `read_timeout`, so a slow handshake is cut off like a slow request). `now` is when
+    /// the bytes arrived as far as the back end can tell (at most the current time): a request
+    /// they complete has waited for its core since then.
     pub fn receive(&mut self, bytes: &[u8], now: Instant) -> Received {
         self.last_activity = now;
+        // Bytes that arrived before the previous answer left waited for it, not for the core.
+        self.ready_at = self.ready_at.max(now);
         let Some(tls) = self.tls.as_deref_mut() else {
             if self.request_started.is_none() && !bytes.is_empty() {
                 self.request_started = Some(now);
@@ -407,12 +421,23 @@ impl Conn {
         req: http::Request,
         make_reply: &mut dyn FnMut() -> Reply,
     ) {
-        let read_at = clock::monotonic();
+        let now = clock::monotonic();
+        // Latencies count from when the request became processable, so that time spent waiting
+        // for this core is in the ack latency and the queue delay.
+        let read_at = self.ready_at.min(now);
         if let Some(answer) = self.refusing {
             self.answer(ctx, Some(source), answer, None, false, Some(read_at));
             return;
         }
         let keep_alive = req.keep_alive;
+        let queue_delay = now.duration_since(read_at);
+        if ctx.overload.borrow_mut().observe(queue_delay, now) {
+            // The core is saturated and this request waited past the target: 503 before any
+            // verification, so shedding is cheap and frees the core (issue 6, R17).
+            ctx.stats.count_shed(source);
+            self.answer(ctx, Some(source), Answer::Overloaded, None, keep_alive, Some(read_at));
+            return;
+        }
         let pipeline = ctx.pipeline();
         let config = &pipeline.config.sources[source];
         let origin = Origin { peer: self.peer, tls: self.tls.is_some() };
@@ -443,7 +468,7 @@ impl Conn {
                 let event_id = pipeline::event_id_of(&admission.key).to_owned();
                 // Deadline-aware admission (R17): refuse now what could not be acked in time.
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
-                if ctx.ledger.admission_wait(&admission.key) > budget {
+                if queue_delay + ctx.ledger.admission_wait(&admission.key) > budget {
                     ctx.ledger.shed(&admission.key);
                     ctx.stats.count_shed(source);
                 } else if ctx.ledger.admit(admission).is_ok() {
@@ -461,7 +486,7 @@ impl Conn {
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
                 for admission in admissions {
                     ctx.stats.events.count(source, admission.event_type.as_deref());
-                    if ctx.ledger.admission_wait(&admission.key) > budget {
+                    if queue_delay + ctx.ledger.admission_wait(&admission.key) > budget {
                         ctx.ledger.shed(&admission.key);
                         ctx.stats.count_shed(source);
                         (admission.reply)(Decision::Unavailable);
@@ -563,6 +588,7 @@ impl Conn {
         );
         let now = clock::monotonic();
         self.last_activity = now;
+        self.ready_at = now;
         self.request_started = (self.input_start < self.input.len()).then_some(now);
         self.phase = if keep_alive { Phase::Reading { source: None } } else { Phase::Closing };
         if !keep_alive {
@@ -588,5 +614,108 @@ impl Conn {
         if self.input_start < self.input.len() && self.request_started.is_none() {
             self.request_started = Some(clock::monotonic());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Queue-delay shedding through a real [`Conn`] (a real RocksDB ledger in a temp dir): the
+    //! overload rule itself is tested in [`super::super::overload`].
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::ledger::{Ledger, LedgerOptions};
+    use crate::limits::{QUEUE_DELAY_INTERVAL, QUEUE_DELAY_TARGET};
+    use crate::metrics::{CoreStats, DispatchStats, LedgerStats, Metrics};
+
+    /// One Stripe source and its context on a fresh ledger in `dir`.
+    fn ctx(dir: &std::path::Path) -> CoreCtx {
+        let text = r#"
+            [[source]]
+            id = "s"
+            tenant = "t"
+            provider = "stripe"
+            secrets = [{ id = "k1", value = "whsec_test" }]
+            destination = "d"
+            [[destination]]
+            id = "d"
+            url = "http://127.0.0.1:9/hooks"
+        "#;
+        let config = Config::from_toml_str(text, std::path::Path::new("t.toml"), &|_| None)
+            .expect("the test config is valid");
+        let metrics = Arc::new(Metrics {
+            reloads: Default::default(),
+            cores: Vec::new(),
+            ledger: LedgerStats::new(1),
+            dispatch: DispatchStats::new(1),
+        });
+        let options = LedgerOptions {
+            path: dir.join("ledger"),
+            sync: true,
+            shards_if_new: 1,
+            source_ids: vec!["s".to_owned()],
+            notify: Arc::new(tokio::sync::Notify::new()),
+            retention: None,
+        };
+        let ledger = Ledger::open(options, metrics).expect("ledger opens");
+        CoreCtx::new(Arc::new(Live::new(Arc::new(config))), ledger, Arc::new(CoreStats::new(1)), 16)
+    }
+
+    /// Puts the core in the state of one that has just measured a standing queue: the last
+    /// interval (ended just now) saw only requests that waited twice the target.
+    fn saturate(ctx: &CoreCtx) {
+        let now = clock::monotonic();
+        let start =
+            now.checked_sub(QUEUE_DELAY_INTERVAL + Duration::from_millis(1)).expect("uptime");
+        let mut overload = Overload::new(start);
+        assert!(!overload.observe(2 * QUEUE_DELAY_TARGET, start));
+        *ctx.overload.borrow_mut() = overload;
+    }
+
+    /// The status code of the first answer of a connection given one unsigned Stripe delivery
+    /// that arrived `waited` ago.
+    fn answer_to_request_that_waited(ctx: &CoreCtx, waited: Duration) -> String {
+        let now = clock::monotonic();
+        let mut conn = Conn::new(ctx, now.checked_sub(waited).expect("uptime"));
+        let request = b"POST /webhooks/s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+        let arrived = now.checked_sub(waited).expect("uptime");
+        assert_eq!(conn.receive(request, arrived), Received::Ok);
+        let mut never = || -> Reply { panic!("an unsigned request is never admitted") };
+        conn.process(ctx, &mut never);
+        let text = String::from_utf8(conn.output).expect("answers are text");
+        text.lines().next().expect("an answer").to_owned()
+    }
+
+    #[test]
+    fn a_saturated_core_sheds_a_request_that_waited_past_the_target_before_verifying_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(dir.path());
+        saturate(&ctx);
+        // Unsigned: had it reached verification it would be a 401; it is refused before.
+        let status = answer_to_request_that_waited(&ctx, 3 * QUEUE_DELAY_TARGET);
+        assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+        assert_eq!(ctx.stats.shed_and_misses(0).0, 1);
+    }
+
+    #[test]
+    fn a_saturated_core_still_serves_a_request_that_did_not_wait() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(dir.path());
+        saturate(&ctx);
+        let status = answer_to_request_that_waited(&ctx, Duration::ZERO);
+        assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+        assert_eq!(ctx.stats.shed_and_misses(0).0, 0);
+    }
+
+    #[test]
+    fn a_core_without_a_standing_queue_serves_a_request_that_waited() {
+        // One slow request (a burst, a pause) is no reason to shed.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(dir.path());
+        let status = answer_to_request_that_waited(&ctx, 3 * QUEUE_DELAY_TARGET);
+        assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+        assert_eq!(ctx.stats.shed_and_misses(0).0, 0);
     }
 }

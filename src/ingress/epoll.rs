@@ -22,6 +22,9 @@ use crate::limits::RECV_BUFFER_BYTES;
 /// How often a waiting read wakes to check `read_timeout`, and the accept loop `stop`.
 const TICK: Duration = Duration::from_millis(200);
 
+/// How often the core measures its own lateness (the queue-delay estimate of this back end).
+const LAG_PROBE_EVERY: Duration = Duration::from_millis(5);
+
 /// Runs one ingress core on epoll until `stop` is set; connections with an admission in
 /// flight finish it first.
 ///
@@ -34,6 +37,8 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
     local.block_on(&runtime, async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let ctx = Rc::new(ctx);
+        let lag = Rc::new(Cell::new(Duration::ZERO));
+        let probe = tokio::task::spawn_local(probe_lag(Rc::clone(&lag)));
         let open = Rc::new(Cell::new(0usize));
         let stopping = Rc::new(Cell::new(false));
         let mut accept_errors = AcceptErrors::new();
@@ -42,7 +47,8 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
             let Ok(accepted) = accepted else { continue };
             match accepted {
                 Ok((stream, peer)) if open.get() < ctx.connections_max => {
-                    spawn_connection(&ctx, &open, &stopping, stream, Some(peer.ip()));
+                    let peer = Some(peer.ip());
+                    spawn_connection(&ctx, &lag, &open, &stopping, stream, peer);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -59,7 +65,7 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         while let Ok(Ok((stream, peer))) =
             tokio::time::timeout(Duration::ZERO, listener.accept()).await
         {
-            spawn_connection(&ctx, &open, &stopping, stream, Some(peer.ip()));
+            spawn_connection(&ctx, &lag, &open, &stopping, stream, Some(peer.ip()));
         }
         drop(listener);
         // Drain: requests in progress are answered (with `Connection: close`), idle
@@ -68,13 +74,28 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         while open.get() > 0 && clock::monotonic() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        probe.abort();
         Ok(())
     })
+}
+
+/// Measures, every [`LAG_PROBE_EVERY`], how late this core wakes a timer: the time a ready
+/// task waits for its turn, which a request that just became readable waits too. Kept in
+/// `lag` as the core's queue-delay estimate ([`super::overload`]).
+async fn probe_lag(lag: Rc<Cell<Duration>>) {
+    loop {
+        let due = clock::monotonic() + LAG_PROBE_EVERY;
+        tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+        // tokio's timer has a 1 ms resolution: lateness under it is not queueing.
+        let late = clock::monotonic().saturating_duration_since(due);
+        lag.set(late.saturating_sub(Duration::from_millis(1)));
+    }
 }
 
 /// Starts serving one accepted connection as a local task, counted in `open`.
 fn spawn_connection(
     ctx: &Rc<CoreCtx>,
+    lag: &Rc<Cell<Duration>>,
     open: &Rc<Cell<usize>>,
     stopping: &Rc<Cell<bool>>,
     stream: TcpStream,
@@ -82,6 +103,7 @@ fn spawn_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let (ctx, open, stopping) = (Rc::clone(ctx), Rc::clone(open), Rc::clone(stopping));
+    let lag = Rc::clone(lag);
     // The limit place is taken at accept time, before the connection counts as open (as the
     // io_uring back end does): connections are judged in accept order, and an open gauge of N
     // means N connections have passed the gate.
@@ -95,7 +117,7 @@ fn spawn_connection(
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
     tokio::task::spawn_local(async move {
-        serve(&ctx, stream, &stopping, ticket.is_none(), peer).await;
+        serve(&ctx, &lag, stream, &stopping, ticket.is_none(), peer).await;
         if let Some(ticket) = ticket {
             ctx.gate.leave(ticket);
         }
@@ -108,6 +130,7 @@ fn spawn_connection(
 /// A connection over a limit (`refused`) has its first request answered `503 overloaded`.
 async fn serve(
     ctx: &CoreCtx,
+    lag: &Cell<Duration>,
     mut stream: TcpStream,
     stopping: &Cell<bool>,
     refused: bool,
@@ -150,14 +173,16 @@ async fn serve(
                 conn.on_decision(ctx, decision);
             }
             Step::NeedRead if peer_done => return,
-            Step::NeedRead => match read(ctx, &mut stream, &mut conn, &mut buf, stopping).await {
-                ReadOutcome::More => {}
-                ReadOutcome::Last => peer_done = true,
-                ReadOutcome::Close => {
-                    let _ = flush(&mut stream, &mut conn, &mut wire).await;
-                    return;
+            Step::NeedRead => {
+                match read(ctx, lag, &mut stream, &mut conn, &mut buf, stopping).await {
+                    ReadOutcome::More => {}
+                    ReadOutcome::Last => peer_done = true,
+                    ReadOutcome::Close => {
+                        let _ = flush(&mut stream, &mut conn, &mut wire).await;
+                        return;
+                    }
                 }
-            },
+            }
         }
     }
 }
@@ -175,6 +200,7 @@ enum ReadOutcome {
 /// Reads once (waking every tick for `read_timeout`).
 async fn read(
     ctx: &CoreCtx,
+    lag: &Cell<Duration>,
     stream: &mut TcpStream,
     conn: &mut Conn,
     buf: &mut [u8],
@@ -184,7 +210,10 @@ async fn read(
         match tokio::time::timeout(TICK, stream.read(buf)).await {
             Ok(Ok(0) | Err(_)) => return ReadOutcome::Close,
             Ok(Ok(n)) => {
-                let received = conn.receive(&buf[..n], clock::monotonic());
+                // The bytes were readable about one core lag before this task ran.
+                let now = clock::monotonic();
+                let arrived = now.checked_sub(lag.get()).unwrap_or(now);
+                let received = conn.receive(&buf[..n], arrived);
                 if conn.input.len() > ctx.input_bytes_max() {
                     return ReadOutcome::Close;
                 }

@@ -6,6 +6,7 @@
 pub mod conn;
 pub mod epoll;
 pub mod gate;
+pub mod overload;
 pub mod uring;
 
 use std::io;

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::types::{BufRingEntry, Fd, Timespec};
@@ -240,7 +240,16 @@ struct Core {
     accept_paused: bool,
     accept_errors: AcceptErrors,
     open: usize,
+    /// The earliest the completions being processed can have arrived (queue-delay shedding,
+    /// [`super::overload`]): when the core was already behind — completions were waiting as
+    /// it asked for more — the moment it took the previous batch; else when this batch came.
+    arrived: Instant,
+    /// When the previous batch of completions was taken.
+    reaped: Instant,
 }
+
+/// An `io_uring_enter` shorter than this did not sleep: completions were already waiting.
+const ENTER_SLEPT_MIN: Duration = Duration::from_micros(50);
 
 /// Rate-limits the accept-failure log: a descriptor shortage fails every accept, and
 /// logging each one would flood the log and burn the core.
@@ -299,6 +308,8 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
         accept_paused: false,
         accept_errors: AcceptErrors::new(),
         open: 0,
+        arrived: clock::monotonic(),
+        reaped: clock::monotonic(),
     };
     let result = core.run(stop);
     core.quiesce();
@@ -329,11 +340,16 @@ impl Core {
                     return Ok(());
                 }
             }
+            let entered = clock::monotonic();
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
                 Err(e) => return Err(e),
             }
+            let reaped = clock::monotonic();
+            let behind = reaped.duration_since(entered) < ENTER_SLEPT_MIN;
+            self.arrived = if behind { self.reaped } else { reaped };
+            self.reaped = reaped;
             completions.clear();
             completions
                 .extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
@@ -530,7 +546,7 @@ impl Core {
     fn on_recv(&mut self, slot: usize, generation: u32, result: i32, flags: u32) {
         let bid = cqueue::buffer_select(flags);
         let more = cqueue::more(flags);
-        let now = clock::monotonic();
+        let now = self.arrived;
         let input_max = self.ctx.input_bytes_max();
         let Some(s) = self
             .slots

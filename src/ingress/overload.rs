@@ -1,0 +1,152 @@
+//! Queue-delay load shedding on an ingress core (issue 6, R17): past saturation, excess
+//! deliveries are answered `503 overloaded` + `Retry-After` at once instead of queueing.
+//!
+//! The signal is the *queue delay* of a complete request: how long it waited between arriving
+//! at the core (its last bytes reaching the socket, as far as the back end can tell) and the
+//! core starting to process it. The deadline rule (`ACK_DEADLINE_SHED_SHARE` of the source's
+//! `ack_deadline`) only sees the ledger's queue; a saturated core hides its queue in the
+//! kernel — socket buffers and the completion queue — where every request waits for the
+//! core's turn, and the deadline rule never fires. The rule here is CoDel's (Nichols and
+//! Jacobson, "Controlling Queue Delay", ACM Queue 2012), applied to requests instead of
+//! packets: a burst makes a queue that drains, a standing queue does not, so the *minimum*
+//! delay over an interval tells them apart. When every request of the last
+//! [`QUEUE_DELAY_INTERVAL`] waited longer than [`QUEUE_DELAY_TARGET`], the core is saturated,
+//! and the requests that waited longer than the target are shed — before verification, so a
+//! shed request costs a parse and a write. Shedding frees the core, the delay falls under the
+//! target, and the next interval admits everything again.
+//!
+//! How each back end estimates arrival: io_uring, a request completed by a batch of
+//! completions that was already waiting when the core asked for more arrived at the earliest
+//! right after the previous batch was taken (an upper bound: one loop turn); epoll, the
+//! lateness of a timer the core sets for itself (how long ready tasks wait for their turn).
+
+use std::time::{Duration, Instant};
+
+use crate::limits::{QUEUE_DELAY_INTERVAL, QUEUE_DELAY_TARGET};
+
+/// One core's shedding state (the core's thread only; no locks).
+#[derive(Debug)]
+pub struct Overload {
+    /// Start of the current interval.
+    window_start: Instant,
+    /// Least queue delay seen in the current interval (`None`: no request yet).
+    window_min: Option<Duration>,
+    /// The previous interval's verdict: every request in it waited over the target.
+    shedding: bool,
+}
+
+impl Overload {
+    /// Not shedding; the first interval starts at `now`.
+    pub fn new(now: Instant) -> Overload {
+        Overload { window_start: now, window_min: None, shedding: false }
+    }
+
+    /// Records the queue delay `delay` of a request processed at `now` and says whether to shed
+    /// it: only while the core is saturated (the previous interval's minimum was over the
+    /// target), and only a request that itself waited over the target.
+    pub fn observe(&mut self, delay: Duration, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= QUEUE_DELAY_INTERVAL {
+            // A window that spans a silent interval (no request processed) is stale: the queue
+            // it measured has had time to drain.
+            let fresh = elapsed < 2 * QUEUE_DELAY_INTERVAL;
+            self.shedding = fresh && self.window_min.is_some_and(|min| min > QUEUE_DELAY_TARGET);
+            self.window_start = now;
+            self.window_min = None;
+        }
+        self.window_min = Some(self.window_min.map_or(delay, |min| min.min(delay)));
+        self.shedding && delay > QUEUE_DELAY_TARGET
+    }
+
+    /// Whether the core is saturated (the previous interval's verdict).
+    pub fn shedding(&self) -> bool {
+        self.shedding
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Feeds one request every `step` for `span`, each with the delay `delay(i)`; returns how
+    /// many were shed.
+    fn run(
+        o: &mut Overload,
+        t: &mut Instant,
+        span: Duration,
+        delay: impl Fn(u32) -> Duration,
+    ) -> u32 {
+        let step = MS;
+        let mut shed = 0;
+        let mut i = 0;
+        let end = *t + span;
+        while *t < end {
+            shed += u32::from(o.observe(delay(i), *t));
+            *t += step;
+            i += 1;
+        }
+        shed
+    }
+
+    #[test]
+    fn a_core_under_its_target_never_sheds() {
+        let mut t = crate::clock::monotonic();
+        let mut o = Overload::new(t);
+        let below = QUEUE_DELAY_TARGET - MS;
+        assert_eq!(run(&mut o, &mut t, 10 * QUEUE_DELAY_INTERVAL, |_| below), 0);
+        assert!(!o.shedding());
+    }
+
+    #[test]
+    fn a_burst_that_drains_within_the_interval_is_not_shed() {
+        // Most requests wait far over the target, but the queue empties once per interval:
+        // one request in each interval saw no queue, so there is no standing queue.
+        let mut t = crate::clock::monotonic();
+        let mut o = Overload::new(t);
+        let interval_ms = u32::try_from(QUEUE_DELAY_INTERVAL.as_millis()).unwrap();
+        let bursty =
+            |i: u32| if i % interval_ms == 7 { Duration::ZERO } else { 10 * QUEUE_DELAY_TARGET };
+        assert_eq!(run(&mut o, &mut t, 10 * QUEUE_DELAY_INTERVAL, bursty), 0);
+    }
+
+    #[test]
+    fn a_standing_queue_sheds_after_one_interval_only_what_waited_too_long() {
+        let mut t = crate::clock::monotonic();
+        let mut o = Overload::new(t);
+        let over = QUEUE_DELAY_TARGET * 2;
+        // The first interval only measures.
+        assert_eq!(run(&mut o, &mut t, QUEUE_DELAY_INTERVAL - MS, |_| over), 0);
+        // From the next interval on, every request over the target is shed...
+        assert!(o.observe(over, t + MS));
+        assert!(o.shedding());
+        // ...and one that waited less is still admitted.
+        assert!(!o.observe(QUEUE_DELAY_TARGET, t + 2 * MS));
+    }
+
+    #[test]
+    fn shedding_stops_one_interval_after_the_queue_is_gone() {
+        let mut t = crate::clock::monotonic();
+        let mut o = Overload::new(t);
+        let over = QUEUE_DELAY_TARGET * 3;
+        run(&mut o, &mut t, 2 * QUEUE_DELAY_INTERVAL, |_| over);
+        assert!(o.shedding());
+        // The queue drains: an interval whose minimum is under the target ends the shedding.
+        run(&mut o, &mut t, QUEUE_DELAY_INTERVAL, |_| MS);
+        assert!(!o.observe(over, t + QUEUE_DELAY_INTERVAL));
+        assert!(!o.shedding());
+    }
+
+    #[test]
+    fn a_silent_interval_clears_the_verdict() {
+        let mut t = crate::clock::monotonic();
+        let mut o = Overload::new(t);
+        run(&mut o, &mut t, 2 * QUEUE_DELAY_INTERVAL, |_| QUEUE_DELAY_TARGET * 2);
+        assert!(o.shedding());
+        // Nothing is processed for longer than an interval: the old evidence is stale.
+        t += 2 * QUEUE_DELAY_INTERVAL;
+        assert!(!o.observe(QUEUE_DELAY_TARGET * 2, t));
+        assert!(!o.shedding());
+    }
+}
