@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Soak run: is hookwall's memory flat over millions of events? (issue 6: "RSS flat over 10 M
+# events"). One hookwall (sync = true, 1 core, 1 shard) forwards unique signed Stripe events to
+# a local nginx; `hookwall loadgen` sends them closed-loop in STEPS segments of STEP_EVENTS
+# requests; after each segment the script records hookwall's resident set (VmRSS), its peak
+# (VmHWM), the inbox backlog, the ledger's size on disk and the segment's rate. Payloads and
+# identities expire quickly (payload_retention 60 s, dedupe_retention 120 s), so the run also
+# exercises the retention sweep the way a long-running appliance does. Traffic goes to
+# 127.0.0.1 only; every segment is bounded by its request count and by SEGMENT_TIMEOUT_S.
+#
+# Usage: benches/soak.sh [RESULTS_DIR]           (default: bench-results/soak-<UTC time>)
+# Environment: STEPS (default 10), STEP_EVENTS (default 1000000), CONNECTIONS (default 64),
+#              SEGMENT_TIMEOUT_S (default 1800), CARGO_TARGET_DIR (default target),
+#              WORK_DIR (ledger etc.; must not be tmpfs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STEPS="${STEPS:-10}"
+STEP_EVENTS="${STEP_EVENTS:-1000000}"
+CONNECTIONS="${CONNECTIONS:-64}"
+SEGMENT_TIMEOUT_S="${SEGMENT_TIMEOUT_S:-1800}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+results="${1:-bench-results/soak-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$results"
+results="$(cd "$results" && pwd)"
+work="$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/hookwall-soak.XXXXXX")"
+log() { printf '%s\n' "$*" >&2; }
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  log "== installing nginx (Debian package; its system service is not used)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+fi
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+
+log "== building hookwall (release)"
+cargo build --release --bin hookwall -q
+HOOKWALL="$CARGO_TARGET_DIR/release/hookwall"
+
+ncpu="$(nproc)"
+if [ "$ncpu" -ge 2 ]; then
+  server_pin=(taskset -c 0)
+  client_pin=(taskset -c "$((ncpu - 1))")
+else
+  server_pin=()
+  client_pin=()
+fi
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+NGINX_PORT="$(free_port)"
+HW_PORT="$(free_port)"
+ADMIN_PORT="$(free_port)"
+
+mkdir -p "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  fastcgi_temp_path $work/nginx/fastcgi;
+  uwsgi_temp_path $work/nginx/uwsgi;
+  scgi_temp_path $work/nginx/scgi;
+  keepalive_requests 10000000;
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location / { return 200 '{"status":"ok"}'; }
+  }
+}
+EOF
+"${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+pids+=($!)
+
+SECRET="whsec_soak_bench_0123456789abcdef"
+printf '%s' "soak-bench-admin-token" >"$work/admin-token"
+cat >"$work/hookwall.toml" <<EOF
+[server]
+listen = "127.0.0.1:$HW_PORT"
+admin_listen = "127.0.0.1:$ADMIN_PORT"
+cores = 1
+
+[ledger]
+path = "$work/ledger"
+sync = true
+shards = 1
+payload_retention = "60s"
+dedupe_retention = "120s"
+
+[admin]
+token_file = "$work/admin-token"
+
+[[source]]
+id = "stripe-soak"
+tenant = "soak"
+provider = "stripe"
+secrets = [{ id = "k1", value = "$SECRET" }]
+destination = "nginx"
+
+[[destination]]
+id = "nginx"
+url = "http://127.0.0.1:$NGINX_PORT/hooks"
+timeout = "5s"
+concurrency_max = 64
+EOF
+HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" 2>"$results/hookwall.stderr" &
+pids+=($!)
+hw_pid=$!
+
+for _ in $(seq 300); do
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/readyz" || true)" = "200" ]; then break; fi
+  sleep 0.1
+done
+
+metric_sum() { # FAMILY: the sum of its samples on /metrics
+  curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($1, k) == 1 && ($1 == k || substr($1, length(k) + 1, 1) == "{") { s += $2 } END { print s + 0 }'
+}
+status_kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$hw_pid/status"; }
+
+{
+  echo "# hookwall soak: memory over $((STEPS * STEP_EVENTS)) events, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo "machine: $ncpu CPUs, kernel $(uname -r); hookwall on CPU 0 (1 core, 1 shard, sync = true), loadgen on CPU $((ncpu - 1)); payload_retention 60 s, dedupe_retention 120 s"
+  echo
+  echo "| events sent | accepted/s (segment) | RSS MiB | peak RSS MiB | inbox pending | ledger on disk MiB |"
+  echo "|---|---|---|---|---|---|"
+  echo "| 0 | | $(( $(status_kib VmRSS) / 1024 )) | $(( $(status_kib VmHWM) / 1024 )) | 0 | $(( $(du -sk "$work/ledger" | cut -f1) / 1024 )) |"
+} | tee "$results/summary.md"
+
+for step in $(seq "$STEPS"); do
+  "${client_pin[@]}" timeout "$SEGMENT_TIMEOUT_S" "$HOOKWALL" loadgen \
+    --target "http://127.0.0.1:$HW_PORT/webhooks/stripe-soak" --provider stripe --secret "$SECRET" \
+    --max --connections "$CONNECTIONS" --requests "$STEP_EVENTS" --duration 1h --json \
+    >"$results/segment_$step.json"
+  rate="$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.0f' % (r['status'].get('accepted', 0) / r['elapsed_s']))" "$results/segment_$step.json")"
+  echo "| $((step * STEP_EVENTS)) | $rate | $(( $(status_kib VmRSS) / 1024 )) | $(( $(status_kib VmHWM) / 1024 )) | $(metric_sum hookwall_inbox_pending) | $(( $(du -sk "$work/ledger" | cut -f1) / 1024 )) |" \
+    | tee -a "$results/summary.md"
+done
+log "== results in $results"
