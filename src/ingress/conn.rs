@@ -468,7 +468,7 @@ impl Conn {
                 let event_id = pipeline::event_id_of(&admission.key).to_owned();
                 // Deadline-aware admission (R17): refuse now what could not be acked in time.
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
-                if queue_delay + ctx.ledger.admission_wait(&admission.key) > budget {
+                if ctx.ledger.admission_wait(&admission.key) > budget {
                     ctx.ledger.shed(&admission.key);
                     ctx.stats.count_shed(source);
                 } else if ctx.ledger.admit(admission).is_ok() {
@@ -486,7 +486,7 @@ impl Conn {
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
                 for admission in admissions {
                     ctx.stats.events.count(source, admission.event_type.as_deref());
-                    if queue_delay + ctx.ledger.admission_wait(&admission.key) > budget {
+                    if ctx.ledger.admission_wait(&admission.key) > budget {
                         ctx.ledger.shed(&admission.key);
                         ctx.stats.count_shed(source);
                         (admission.reply)(Decision::Unavailable);
