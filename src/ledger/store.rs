@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options,
 };
 
 use super::codec::{self, DecodeError};
@@ -111,10 +111,15 @@ pub fn meta_dlq(s: usize, source_id: &str) -> Vec<u8> {
     format!("dlq/{s}/{source_id}").into_bytes()
 }
 
-/// DB-wide options: create what is missing, bounded background work and info logs.
+/// DB-wide options: create what is missing, bounded background work, info logs and memory.
 fn db_options() -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
+    // One budget for every column family's memtables: a flush starts when their total would
+    // pass it (RocksDB's default is 64 MiB *per* column family, twice over while one
+    // flushes — hundreds of MiB with the ledger's column families, for no gain: the hot
+    // data, claims being decided and inbox records being forwarded, is a few MiB).
+    o.set_db_write_buffer_size(MEMTABLES_BYTES_MAX);
     o.create_missing_column_families(true);
     o.set_max_background_jobs(BACKGROUND_JOBS);
     o.set_keep_log_file_num(LOG_FILES_KEPT);
@@ -127,13 +132,21 @@ fn db_options() -> Options {
 /// Table files RocksDB keeps open at most (part of `ingress::FDS_RESERVED`).
 const MAX_OPEN_FILES: i32 = 512;
 
-/// Per-CF options: bloom filters for claims (point lookups), lz4 for inbox bodies.
-fn cf_options(name: &str) -> Options {
+/// Total bytes of memtables over all column families (`db_write_buffer_size`).
+const MEMTABLES_BYTES_MAX: usize = 128 << 20;
+
+/// Bytes of the one block cache every column family shares (RocksDB's default gives each
+/// table factory its own 32 MiB cache).
+const BLOCK_CACHE_BYTES: usize = 64 << 20;
+
+/// Per-CF options: the shared block `cache`, bloom filters for claims (point lookups), lz4 for
+/// inbox bodies.
+fn cf_options(name: &str, cache: &Cache) -> Options {
     let mut o = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
     if name.starts_with("claims/") {
-        let mut table = BlockBasedOptions::default();
         table.set_bloom_filter(CLAIMS_BLOOM_BITS, false);
-        o.set_block_based_table_factory(&table);
         // Every admission looks up a claim that is usually absent: a bloom filter over the
         // memtable's whole keys answers most of those misses without a skiplist search.
         o.set_memtable_prefix_bloom_ratio(CLAIMS_MEMTABLE_BLOOM_RATIO);
@@ -150,6 +163,7 @@ fn cf_options(name: &str) -> Options {
             0.5,
         );
     }
+    o.set_block_based_table_factory(&table);
     o
 }
 
@@ -183,13 +197,14 @@ pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
             names.push(g.to_owned());
         }
     }
-    let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n)));
+    let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+    let descriptors = names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options(n, &cache)));
     let mut db = Db::open_cf_descriptors(&db_options(), path, descriptors).map_err(open_err)?;
     let shards = shard_count(&db, shards_if_new)?;
     for s in 0..shards {
         for name in shard_cfs(s) {
             if db.cf_handle(&name).is_none() {
-                db.create_cf(&name, &cf_options(&name)).map_err(open_err)?;
+                db.create_cf(&name, &cf_options(&name, &cache)).map_err(open_err)?;
             }
         }
     }
