@@ -105,7 +105,8 @@ mod tests {
         // one request in each interval saw no queue, so there is no standing queue.
         let mut t = crate::clock::monotonic();
         let mut o = Overload::new(t);
-        let interval_ms = u32::try_from(QUEUE_DELAY_INTERVAL.as_millis()).unwrap();
+        let interval_ms = u32::try_from(QUEUE_DELAY_INTERVAL.as_millis())
+            .expect("the interval is a few hundred ms");
         let bursty =
             |i: u32| if i % interval_ms == 7 { Duration::ZERO } else { 10 * QUEUE_DELAY_TARGET };
         assert_eq!(run(&mut o, &mut t, 10 * QUEUE_DELAY_INTERVAL, bursty), 0);
