@@ -361,9 +361,8 @@ impl Provider {
             Provider::Sendgrid => DAY,
             // Discord: interactions are not retried (an unanswered one fails for the user).
             Provider::Discord => 0,
-            // Linear: retries failed deliveries; the schedule was not confirmed for this build:
-            // one day is assumed, on the safe side.
-            Provider::Linear => DAY,
+            // Linear: at most 3 retries, after 1 minute, 1 hour and 6 hours (7 h 1 min).
+            Provider::Linear => 7 * HOUR + 60,
             // Zoom: three retries, 5, 20 and 60 minutes apart (85 minutes).
             Provider::Zoom => 85 * 60,
             // Coinbase Commerce: exponential backoff for up to three days.
@@ -412,7 +411,8 @@ impl Provider {
             | Provider::Hmac => 10,
             // Discord: an interaction must be answered within 3 s. Zoom: 3 s.
             Provider::Discord | Provider::Zoom => 3,
-            // Linear, Intercom: 5 s (not confirmed first-hand). HubSpot: 5 s timeout.
+            // Linear: a delivery that takes longer than 5 s to answer fails. Intercom: 5 s (not
+            // confirmed first-hand). HubSpot: 5 s timeout.
             Provider::Linear | Provider::Intercom | Provider::Hubspot => 5,
             // Twitch: "a few seconds"; 3 s is taken.
             Provider::Twitch => 3,
