@@ -63,7 +63,8 @@ pub struct VerifyArgs {
     #[arg(long = "at")]
     pub at_unix_s: Option<i64>,
     /// A scheme option of the source, as its `[[source]]` TOML line: `'legacy_sha1 = true'`
-    /// (GitHub) or `'hmac = { header = "…", … }'` (required for `hmac`); repeat for each.
+    /// (GitHub), `'hmac = { header = "…", … }'` (required for `hmac`) or
+    /// `'hmac_signature = "header"'` (Adyen); repeat for each.
     #[arg(long = "scheme")]
     pub scheme: Vec<String>,
 }

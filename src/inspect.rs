@@ -33,6 +33,7 @@
 //! | `mailgun` | body `"event-data"."id"` | body `"event-data"."event"` |
 //! | `mandrill` | each `mandrill_events` element's content: `sha256:<hex SHA-256 of its bytes>` | each element's `"event"` |
 //! | `adyen` | each item's `pspReference:eventCode:success` ([`adyen::item_identity`]) | each item's `eventCode` |
+//! | `adyen`, `hmac_signature = "header"` | content: `sha256:<hex SHA-256 of the body>` | body `"type"` |
 //! | `hubspot` | each element's intent: `sha256:<hex>` ([`hubspot::intent_members`]) | each element's `"subscriptionType"` |
 //!
 //! "Content" means the provider's payload carries no event or delivery id, so the id is derived
@@ -176,7 +177,13 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         ),
         None => (body.id, body.kind),
     };
-    let event_id = event_id(source.provider, req, body_id)?;
+    // Adyen reaches here only with `hmac_signature = "header"`: a single webhook without an
+    // event id, identified by its content ([`adyen`] module doc).
+    let event_id = if source.provider == Provider::Adyen {
+        format!("sha256:{}", hex::encode(fingerprint(&req.body)))
+    } else {
+        event_id(source.provider, req, body_id)?
+    };
     let event_type = event_type(source, req, body_kind)?;
     let fingerprint = intent_fingerprint(source.provider, &req.body)?;
     // Ordered sources only: a second parse of another scratch copy (the first one's tape

@@ -24,7 +24,8 @@ pub struct Captured {
     /// When the delivery is judged, Unix seconds (default: now).
     pub at_unix_s: i64,
     /// The source's scheme options as `[[source]]` TOML lines (`--scheme`): `legacy_sha1 =
-    /// true` for GitHub, `hmac = { … }` (required) for `hmac`. Empty for the others.
+    /// true` for GitHub, `hmac = { … }` (required) for `hmac`, `hmac_signature = "header"` for
+    /// Adyen. Empty for the others.
     pub scheme: Vec<String>,
 }
 
@@ -121,7 +122,10 @@ fn scheme_options(
         provider.name(),
         lines.join("\n")
     );
-    let placeholder = |_: &str| Some("user:placeholder".to_owned());
+    // A placeholder of the provider's key form (Adyen's is hex; Postmark's `user:password`).
+    let placeholder = |_: &str| {
+        Some(if provider == Provider::Adyen { "00" } else { "user:placeholder" }.to_owned())
+    };
     let placeholder_key =
         crate::config::Config::from_toml_str(&text, std::path::Path::new("--scheme"), &placeholder);
     match placeholder_key {
@@ -149,7 +153,7 @@ fn facts(source: &SourceConfig, req: &Request, v: verify::Verified, at: i64) -> 
         out.push(format!("a handshake: hookwall answers 200 {body} and admits nothing"));
         return out;
     }
-    if source.provider.batches() {
+    if crate::provider::source_batches(source) {
         match inspect::inspect_batch(source, req) {
             Ok(events) => {
                 out.push(format!("a batch of {} events", events.len()));

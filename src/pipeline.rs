@@ -21,13 +21,20 @@ pub const WEBHOOK_PREFIX: &str = "/webhooks/";
 #[derive(Debug)]
 pub struct Routes {
     by_id: HashMap<String, usize>,
+    /// Per source index: whether a `HEAD` is the provider's URL check (Mandrill).
+    answers_head: Vec<bool>,
 }
 
 impl Routes {
     /// Builds the table from the validated config (ids are unique there).
     pub fn new(config: &Config) -> Routes {
         let by_id = config.sources.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect();
-        Routes { by_id }
+        let answers_head = config
+            .sources
+            .iter()
+            .map(|s| s.provider == crate::provider::Provider::Mandrill)
+            .collect();
+        Routes { by_id, answers_head }
     }
 
     /// The source a path names, if any (for counting early answers under their source).
@@ -39,9 +46,16 @@ impl Routes {
     /// before any body byte is read.
     ///
     /// # Errors
-    /// `Answer::UnknownSource` or `Answer::MethodNotAllowed`.
+    /// `Answer::UnknownSource` or `Answer::MethodNotAllowed`; `Answer::Challenge` for a `HEAD`
+    /// to a `mandrill` source: Mandrill checks a webhook URL with a HEAD request when the
+    /// webhook is added and wants a 200 ([`crate::provider::mandrill`]), answered without a
+    /// body and admitting nothing (`http::write_head_ok`). Other providers' sources answer
+    /// every method but POST with 405.
     pub fn route(&self, head: &Head) -> Result<usize, Answer> {
         let source = self.lookup(head.path()).ok_or(Answer::UnknownSource)?;
+        if head.method == "HEAD" && self.answers_head.get(source).copied().unwrap_or(false) {
+            return Err(Answer::Challenge);
+        }
         if head.method != "POST" {
             return Err(Answer::MethodNotAllowed);
         }
@@ -118,7 +132,7 @@ pub fn handle(
     if let Some(challenge) = crate::provider::challenge(source.provider, key, &req) {
         return Handled::Challenge(challenge);
     }
-    if source.provider.batches() {
+    if crate::provider::source_batches(source) {
         return batch(source_index, source, &req, verified, now_unix_ms, make_reply);
     }
     let inspected = match inspect::inspect(source, &req) {

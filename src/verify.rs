@@ -40,6 +40,16 @@ const TAG_BASE64_CHARS_MAX: usize = 96;
 pub enum Key {
     /// A shared MAC key; ring's key carries the algorithm (HMAC-SHA1, -SHA256 or -SHA512).
     Hmac(ring::hmac::Key),
+    /// One shared secret keyed for both HMAC-SHA1 and HMAC-SHA256, for a provider whose
+    /// request names the algorithm (Twilio: `X-Twilio-Webhooks-Signature-Settings`). The
+    /// presented tag's length (20 or 32 bytes, fixed by the provider's file from that header)
+    /// picks the key; only that one is computed.
+    HmacSha1Sha256 {
+        /// The secret as an HMAC-SHA1 key.
+        sha1: ring::hmac::Key,
+        /// The same secret as an HMAC-SHA256 key.
+        sha256: ring::hmac::Key,
+    },
     /// An Ed25519 public key (32 bytes, RFC 8032).
     Ed25519([u8; 32]),
     /// SHA-256 of a shared token that the provider sends as is (GitLab).
@@ -54,7 +64,7 @@ impl Key {
     /// `ed25519`, `token` or `ecdsa-p256`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Key::Hmac(_) => "hmac",
+            Key::Hmac(_) | Key::HmacSha1Sha256 { .. } => "hmac",
             Key::Ed25519(_) => "ed25519",
             Key::Token(_) => "token",
             Key::EcdsaP256(_) => "ecdsa-p256",
@@ -327,6 +337,11 @@ impl Candidates {
         self.of(Scheme::EcdsaP256).any(|sig| key.verify(message, sig.as_slice()).is_ok())
     }
 
+    /// Whether any HMAC candidate is `len` bytes long.
+    fn has_len(&self, len: usize) -> bool {
+        self.of(Scheme::Hmac).any(|t| t.len == len)
+    }
+
     /// Whether any candidate is of `scheme`.
     fn has(&self, scheme: Scheme) -> bool {
         self.of(scheme).next().is_some()
@@ -414,18 +429,15 @@ fn matching_secret(
             continue;
         }
         let matched = match (&secret.key, &presented.proof) {
-            (Key::Hmac(key), Proof::Signatures(candidates))
-                if presented.alternatives.is_empty() =>
-            {
-                candidates.has(Scheme::Hmac)
-                    && candidates.matches_mac(sign(key, &presented.content).as_ref())
-            }
             (Key::Hmac(key), Proof::Signatures(candidates)) => {
-                candidates.has(Scheme::Hmac)
-                    && presented
-                        .alternatives
-                        .iter()
-                        .any(|content| candidates.matches_mac(sign(key, &[content]).as_ref()))
+                hmac_matches(key, candidates, presented)
+            }
+            (Key::HmacSha1Sha256 { sha1, sha256 }, Proof::Signatures(candidates)) => {
+                // Only the key whose tag length a candidate has is computed.
+                [sha1, sha256].into_iter().any(|key| {
+                    candidates.has_len(key.algorithm().digest_algorithm().output_len())
+                        && hmac_matches(key, candidates, presented)
+                })
             }
             (Key::Ed25519(public_key), Proof::Signatures(candidates)) => {
                 candidates.has(Scheme::Ed25519)
@@ -450,14 +462,32 @@ fn matching_secret(
                         .all(|(tag, content)| ring::hmac::verify(key, content, tag).is_ok())
             }
             (Key::Token(_), Proof::Signatures(_) | Proof::Items(_))
-            | (Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Items(_))
-            | (Key::Hmac(_) | Key::Ed25519(_) | Key::EcdsaP256(_), Proof::Token(_)) => false,
+            | (Key::Ed25519(_) | Key::EcdsaP256(_) | Key::HmacSha1Sha256 { .. }, Proof::Items(_))
+            | (
+                Key::Hmac(_) | Key::HmacSha1Sha256 { .. } | Key::Ed25519(_) | Key::EcdsaP256(_),
+                Proof::Token(_),
+            ) => false,
         };
         if matched {
             return Ok(index);
         }
     }
     Err(Reject::SignatureInvalid)
+}
+
+/// Whether `key`'s HMAC of the presented content (its pieces, or any one of its alternatives)
+/// equals an HMAC candidate.
+fn hmac_matches(key: &ring::hmac::Key, candidates: &Candidates, presented: &Presented<'_>) -> bool {
+    if !candidates.has(Scheme::Hmac) {
+        return false;
+    }
+    if presented.alternatives.is_empty() {
+        return candidates.matches_mac(sign(key, &presented.content).as_ref());
+    }
+    presented
+        .alternatives
+        .iter()
+        .any(|content| candidates.matches_mac(sign(key, &[content]).as_ref()))
 }
 
 /// HMAC of the signed content, fed piece by piece (the body is never copied).

@@ -180,6 +180,7 @@ struct RawSource {
     public_url: Option<String>,
     legacy_sha1: Option<bool>,
     hmac: Option<provider::hmac::RawScheme>,
+    hmac_signature: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1073,7 +1074,8 @@ impl Check<'_> {
         Some(url.to_owned())
     }
 
-    /// `legacy_sha1` (github only) and the `hmac` table (hmac only, required there).
+    /// `legacy_sha1` (github only), the `hmac` table (hmac only, required there) and
+    /// `hmac_signature` (adyen only).
     fn scheme_options(
         &mut self,
         label: &str,
@@ -1086,6 +1088,25 @@ impl Check<'_> {
                 self.error(&format!("{label}.legacy_sha1"), "is only for provider \"github\"");
             }
             options.legacy_sha1 = legacy;
+        }
+        if let Some(place) = raw.hmac_signature.as_deref() {
+            let field = format!("{label}.hmac_signature");
+            if provider.is_some_and(|p| p != Provider::Adyen) {
+                self.error(&field, "is only for provider \"adyen\"");
+            }
+            match place {
+                provider::adyen::IN_ADDITIONAL_DATA => options.adyen_hmac_header = false,
+                provider::adyen::IN_HEADER => options.adyen_hmac_header = true,
+                other => self.error(
+                    &field,
+                    format!(
+                        "is {other:?}; expected \"additional_data\" (each notification item's \
+                         additionalData.hmacSignature: standard webhooks, the default) or \
+                         \"header\" (the HmacSignature header over the body: Balance Platform \
+                         and Management API webhooks)"
+                    ),
+                ),
+            }
         }
         match (&raw.hmac, provider) {
             (Some(_), Some(p)) if p != Provider::Hmac => {

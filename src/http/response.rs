@@ -59,6 +59,15 @@ pub fn write_challenge(out: &mut Vec<u8>, content_type: &str, body: &[u8], keep_
     out.extend_from_slice(body);
 }
 
+/// Writes the `200 OK` answering a URL-check `HEAD` (Mandrill, `pipeline::Routes::route`): no
+/// body (RFC 9110 §9.3.2), `Content-Length: 0`, `Connection: keep-alive` or `close` as for
+/// [`write_answer`].
+pub fn write_head_ok(out: &mut Vec<u8>, keep_alive: bool) {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    write!(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: {connection}\r\n\r\n")
+        .expect(VEC_WRITE);
+}
+
 /// Writes `HTTP/1.1 100 Continue\r\n\r\n`: the interim response that tells a client sending
 /// `Expect: 100-continue` to send its body (RFC 9110 §10.1.1).
 pub fn write_continue(out: &mut Vec<u8>) {

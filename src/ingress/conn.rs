@@ -21,6 +21,17 @@ use crate::clock;
 use crate::config::Live;
 use crate::http::{self, Frame, Framer};
 use crate::ledger::{Decision, LedgerHandle, Reply};
+
+/// What an answer's body is.
+#[derive(Debug, Clone, Copy)]
+enum Body<'a> {
+    /// The fixed JSON body of the answer (`{"status":…}`).
+    Json,
+    /// A provider handshake's documented body: content type and bytes.
+    Challenge(&'a str, &'a [u8]),
+    /// No body: the 200 to a URL-check `HEAD` (Mandrill).
+    HeadOk,
+}
 use crate::limits::ACK_DEADLINE_SHED_SHARE;
 use crate::metrics::CoreStats;
 use crate::pipeline::{self, Handled, Pipeline};
@@ -407,6 +418,11 @@ impl Conn {
                     }
                 }
             }
+            // A URL-check HEAD (Mandrill): 200 without a body; nothing is read or admitted.
+            Err(Answer::Challenge) => {
+                let source = pipeline.routes.lookup(head.path());
+                self.respond(ctx, source, Answer::Challenge, None, false, None, Body::HeadOk);
+            }
             Err(answer) => {
                 let source = pipeline.routes.lookup(head.path());
                 self.answer(ctx, source, answer, None, false, None);
@@ -447,7 +463,7 @@ impl Conn {
                 self.answer(ctx, Some(source), answer, id.as_deref(), keep_alive, Some(read_at));
             }
             Handled::Challenge(challenge) => {
-                let body = (challenge.content_type, challenge.body.as_slice());
+                let body = Body::Challenge(challenge.content_type, challenge.body.as_slice());
                 self.respond(
                     ctx,
                     Some(source),
@@ -455,7 +471,7 @@ impl Conn {
                     None,
                     keep_alive,
                     Some(read_at),
-                    Some(body),
+                    body,
                 );
             }
             Handled::Rejected(record) => {
@@ -549,10 +565,10 @@ impl Conn {
         keep_alive: bool,
         read_at: Option<Instant>,
     ) {
-        self.respond(ctx, source, answer, event_id, keep_alive, read_at, None);
+        self.respond(ctx, source, answer, event_id, keep_alive, read_at, Body::Json);
     }
 
-    /// As `answer`; a `challenge` (content type, body) replaces the fixed JSON body.
+    /// As `answer`, with the body `challenge` says.
     #[allow(clippy::too_many_arguments)]
     fn respond(
         &mut self,
@@ -562,14 +578,15 @@ impl Conn {
         event_id: Option<&str>,
         keep_alive: bool,
         read_at: Option<Instant>,
-        challenge: Option<(&str, &[u8])>,
+        challenge: Body<'_>,
     ) {
         let keep_alive = keep_alive && !self.draining;
         match challenge {
-            Some((content_type, body)) => {
+            Body::HeadOk => http::write_head_ok(&mut self.output, keep_alive),
+            Body::Challenge(content_type, body) => {
                 http::write_challenge(&mut self.output, content_type, body, keep_alive);
             }
-            None => http::write_answer(&mut self.output, answer, event_id, keep_alive),
+            Body::Json => http::write_answer(&mut self.output, answer, event_id, keep_alive),
         }
         ctx.stats.count(source, answer);
         if let (Some(source), Some(read_at)) = (source, read_at) {

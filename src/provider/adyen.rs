@@ -12,11 +12,42 @@
 //! (R7). A delivery is a batch ([`crate::batch`]): each item is its own event, id
 //! `{pspReference}:{eventCode}:{success}` (Adyen: the same `eventCode` and `pspReference` may be
 //! sent again, and a later one with another `success` is an update), type `eventCode`.
+//!
+//! **Header HMAC** (`hmac_signature = "header"` on the source): Balance Platform (configuration,
+//! transfer, transaction, report… webhooks) and Management API webhooks carry no
+//! `notificationItems`; Adyen signs them in the `HmacSignature` header, the base64 HMAC-SHA256
+//! of the raw body keyed by the same kind of hex HMAC key (Adyen's "Verify HMAC signatures";
+//! Adyen Python library 16.0.0 `Adyen/util.py` `generate_payload_sig` /
+//! `is_valid_hmac_payload`, "for webhooks that provide the hmacSignature in the HTTP header (i.e.
+//! Banking, Management API)"). Such a body is one event (`{"data": {…}, "environment": …,
+//! "timestamp": …, "type": …}`): type its `type`; its id is its content (`sha256:<hex>`), since
+//! it carries no event id — `data.id` is the resource's and is repeated by every update of it
+//! (a transfer's updates differ only by `data.sequenceNumber`), while Adyen computes the
+//! signature when the payload is generated, so its retries resend the same bytes. No signed
+//! timestamp: the body's optional `timestamp` is when the event was queued and a retry from the
+//! queue (up to 30 days) keeps it, so it bounds no freshness.
+//!
+//! Why a per-source option and not detection: the same hex key could be given to both kinds of
+//! webhook, and the two schemes are not separated — an item's signed text is eight fields
+//! joined by `:`, which a forger controls entirely, so a header signature over a body `B`
+//! (which has `:`s) would also be a valid item signature for an item whose fields are `B` cut
+//! at seven of its colons. Letting the request choose the scheme would let one signed
+//! platform webhook forge a payments notification. Adyen links each HMAC key to one webhook
+//! (one endpoint), so one source per webhook with its scheme fixed costs nothing.
 
 use std::borrow::Cow;
 
 use crate::http::Request;
-use crate::verify::{Key, Presented, Proof, Reject, CONTENT_PIECES_MAX};
+use crate::verify::{self, Key, Presented, Proof, Reject, Scheme, CONTENT_PIECES_MAX};
+
+/// `hmac_signature` value: each item's `additionalData.hmacSignature` (the default).
+pub const IN_ADDITIONAL_DATA: &str = "additional_data";
+/// `hmac_signature` value: the `HmacSignature` header over the raw body.
+pub const IN_HEADER: &str = "header";
+/// The header of the header-HMAC scheme (lowercase, as [`Request`] stores names).
+pub const SIGNATURE_HEADER: &str = "hmacsignature";
+/// The body member holding a header-signed webhook's type.
+pub const EVENT_TYPE_MEMBER: &str = "type";
 
 /// The body member holding the array of items.
 pub const ITEMS_MEMBER: &str = "notificationItems";
@@ -100,6 +131,18 @@ pub(crate) fn presented(req: &Request) -> Result<Presented<'_>, Reject> {
         content: [b""; CONTENT_PIECES_MAX],
         alternatives: Vec::new(),
     })
+}
+
+/// Reads the `HmacSignature` header (header-HMAC sources): one base64 HMAC-SHA256 tag over the
+/// raw body.
+///
+/// # Errors
+/// [`Reject::SignatureMissing`] when the header is absent, repeated or not base64 of 32 bytes.
+pub(crate) fn presented_header(req: &Request) -> Result<Presented<'_>, Reject> {
+    let header = verify::unique_header(req, SIGNATURE_HEADER).ok_or(Reject::SignatureMissing)?;
+    let tag =
+        verify::decode_base64_tag(header, Scheme::Hmac, 32).ok_or(Reject::SignatureMissing)?;
+    Ok(Presented::body_tag(req, tag))
 }
 
 /// The exact bytes of the body's `notificationItems` array; `None` when the body is not a JSON

@@ -13,7 +13,9 @@
 //! URL check: when a webhook is added, Mandrill sends a HEAD request and, when that is not
 //! answered 200, a POST whose `mandrill_events` is `[]`, signed with the generic key
 //! `test-webhook` (Mandrill support, "Why can't my webhook or inbound route URL be
-//! verified?"). hookwall answers that POST ([`url_check`]); it admits nothing.
+//! verified?"). hookwall answers both: the HEAD with a bodiless 200 (for `mandrill` sources
+//! only; other sources answer a HEAD 405, `pipeline::Routes::route`), the POST with
+//! [`url_check`]; neither admits anything.
 
 use base64::Engine as _;
 

@@ -90,9 +90,11 @@ pub enum Provider {
     /// Bitbucket Cloud: `X-Hub-Signature: sha256=…` = hex HMAC-SHA256 over the body; no signed
     /// timestamp; id `X-Request-UUID`, type `X-Event-Key`.
     Bitbucket,
-    /// Twilio: `X-Twilio-Signature` = base64 HMAC-SHA1 over the signed URL followed by the
+    /// Twilio: `X-Twilio-Signature` = base64 HMAC-SHA1 (or HMAC-SHA256 when
+    /// `X-Twilio-Webhooks-Signature-Settings` names it) over the signed URL followed by the
     /// sorted form parameters (or the URL alone, with a `bodySHA256` query parameter, for JSON
-    /// bodies), keyed by the Auth Token; no signed timestamp; id `I-Twilio-Idempotency-Token`.
+    /// bodies), keyed by the Auth Token or a SharedKey secret; no signed timestamp; id
+    /// `I-Twilio-Idempotency-Token`.
     Twilio,
     /// Square: `x-square-hmacsha256-signature` = base64 HMAC-SHA256 over the notification URL
     /// followed by the body, keyed by the signature key; no signed timestamp; id body
@@ -142,7 +144,8 @@ pub enum Provider {
     /// Adyen: each notification item's `additionalData.hmacSignature` = base64 HMAC-SHA256, keyed
     /// by the hex-decoded HMAC key, over its signed fields ([`adyen::signing_string`]); every
     /// item must verify; no signed timestamp; a batch, each item's id
-    /// `{pspReference}:{eventCode}:{success}`.
+    /// `{pspReference}:{eventCode}:{success}`. With `hmac_signature = "header"`: the
+    /// `HmacSignature` header = base64 HMAC-SHA256 of the body, one event, content-derived id.
     Adyen,
 }
 
@@ -331,9 +334,9 @@ impl Provider {
             Provider::Paddle => 3 * DAY,
             // Twitch: resends are documented, their schedule is not; one day is assumed.
             Provider::Twitch => DAY,
-            // Typeform: its docs (as read for this build) give no figure we could confirm;
-            // one day is assumed, on the safe side for `dedupe_retention`.
-            Provider::Typeform => DAY,
+            // Typeform: after a 429, 408, 503 or 423 every 2-3 minutes for 10 hours (after
+            // other failures five times, over at most a few hours).
+            Provider::Typeform => 10 * HOUR,
             // Segment: retries failed deliveries; the window was not confirmed for this build:
             // one day is assumed.
             // PagerDuty: likewise not confirmed; one day assumed.
@@ -358,9 +361,8 @@ impl Provider {
             Provider::Sendgrid => DAY,
             // Discord: interactions are not retried (an unanswered one fails for the user).
             Provider::Discord => 0,
-            // Linear: retries failed deliveries; the schedule was not confirmed for this build:
-            // one day is assumed, on the safe side.
-            Provider::Linear => DAY,
+            // Linear: at most 3 retries, after 1 minute, 1 hour and 6 hours (7 h 1 min).
+            Provider::Linear => 7 * HOUR + 60,
             // Zoom: three retries, 5, 20 and 60 minutes apart (85 minutes).
             Provider::Zoom => 85 * 60,
             // Coinbase Commerce: exponential backoff for up to three days.
@@ -387,11 +389,9 @@ impl Provider {
     pub fn ack_deadline(self) -> Duration {
         Duration::from_secs(match self {
             // GitHub: 10 s. Stripe: no exact figure documented, ~10 s observed. GitLab: 10 s.
-            // Typeform: not confirmed; hookwall's usual 10 s is assumed.
             // Segment, PagerDuty, WooCommerce: not confirmed; 10 s assumed. Bitbucket: 10 s.
             Provider::Stripe
             | Provider::Github
-            | Provider::Typeform
             | Provider::Gitlab
             | Provider::Segment
             | Provider::Pagerduty
@@ -407,9 +407,12 @@ impl Provider {
             | Provider::Postmark
             | Provider::Calendly
             | Provider::Hmac => 10,
+            // Typeform: a webhook not answered within 30 seconds is a failed delivery.
+            Provider::Typeform => 30,
             // Discord: an interaction must be answered within 3 s. Zoom: 3 s.
             Provider::Discord | Provider::Zoom => 3,
-            // Linear, Intercom: 5 s (not confirmed first-hand). HubSpot: 5 s timeout.
+            // Linear: a delivery that takes longer than 5 s to answer fails. Intercom: 5 s (not
+            // confirmed first-hand). HubSpot: 5 s timeout.
             Provider::Linear | Provider::Intercom | Provider::Hubspot => 5,
             // Twitch: "a few seconds"; 3 s is taken.
             Provider::Twitch => 3,
@@ -432,7 +435,8 @@ impl Provider {
 /// Segment's shared secret (HMAC-SHA1), WooCommerce's and Bitbucket's webhook secret, Discord's
 /// hex public key, Linear's, Calendly's, Coinbase's, Zoom's and Mailgun's signing secret and
 /// HubSpot's client secret (HMAC-SHA256), Intercom's client secret and Mandrill's webhook key
-/// (HMAC-SHA1), Adyen's hex HMAC key, Postmark's `user:password`, and `hmac`'s secret
+/// (HMAC-SHA1), Twilio's Auth Token or SharedKey secret (HMAC-SHA1 and -SHA256, the request
+/// names which), Adyen's hex HMAC key, Postmark's `user:password`, and `hmac`'s secret
 /// (HMAC-SHA256 here; [`key_with`] takes the source's algorithm).
 ///
 /// # Errors
@@ -469,7 +473,16 @@ pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
             ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
             secret.as_bytes(),
         ))),
-        Provider::Twilio | Provider::Mandrill => {
+        // Twilio: the Auth Token signs HMAC-SHA1; a SharedKey secret signs HMAC-SHA1 or
+        // HMAC-SHA256 as its request's `X-Twilio-Webhooks-Signature-Settings` says.
+        Provider::Twilio => Ok(Key::HmacSha1Sha256 {
+            sha1: ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+                secret.as_bytes(),
+            ),
+            sha256: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
+        }),
+        Provider::Mandrill => {
             let algorithm = ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY;
             Ok(Key::Hmac(ring::hmac::Key::new(algorithm, secret.as_bytes())))
         }
@@ -509,11 +522,13 @@ pub fn key_with(
 
 /// The header that carries `source`'s signature or token (lowercase; see
 /// [`Provider::signature_header`]): a `legacy_sha1` GitHub source's is `X-Hub-Signature`, an
-/// `hmac` source's is its configured header; empty for Mailgun (signed inside the body).
+/// `hmac` source's is its configured header, a header-HMAC Adyen source's `HmacSignature`;
+/// empty for Mailgun and per-item Adyen (signed inside the body).
 pub fn source_signature_header(source: &SourceConfig) -> &str {
     match source.provider {
         Provider::Github if source.scheme.legacy_sha1 => github::LEGACY_SIGNATURE_HEADER,
         Provider::Hmac => source.scheme.hmac.as_deref().map_or("", |s| s.header.as_str()),
+        Provider::Adyen if source.scheme.adyen_hmac_header => adyen::SIGNATURE_HEADER,
         provider => provider.signature_header(),
     }
 }
@@ -559,6 +574,7 @@ pub(crate) fn presented<'a>(
         Provider::Square => square::presented(req, &signed_url(req, url)?),
         Provider::Hubspot => hubspot::presented(req, &signed_url(req, url)?),
         Provider::Mandrill => mandrill::presented(req, &signed_url(req, url)?),
+        Provider::Adyen if source.scheme.adyen_hmac_header => adyen::presented_header(req),
         Provider::Adyen => adyen::presented(req),
         Provider::Sendgrid => sendgrid::presented(req),
     }
@@ -579,6 +595,15 @@ impl Provider {
             self,
             Provider::Sendgrid | Provider::Hubspot | Provider::Mandrill | Provider::Adyen
         )
+    }
+}
+
+/// Whether `source`'s deliveries are batches ([`Provider::batches`]), given its scheme options:
+/// a header-HMAC Adyen source's webhooks are single events (no `notificationItems`).
+pub fn source_batches(source: &SourceConfig) -> bool {
+    match source.provider {
+        Provider::Adyen => !source.scheme.adyen_hmac_header,
+        provider => provider.batches(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Per-source options of a provider's scheme: `[[source]]` keys that only some providers take
-//! (`legacy_sha1` for `github`, the `hmac` table for `hmac`). Checked at config load; a key
+//! (`legacy_sha1` for `github`, the `hmac` table for `hmac`, `hmac_signature` for `adyen`). Checked at config load; a key
 //! given to a provider that does not take it is a config error.
 
 use super::hmac;
@@ -13,4 +13,10 @@ pub struct SchemeOptions {
     pub legacy_sha1: bool,
     /// `hmac` only (required there): the generic scheme.
     pub hmac: Option<Box<hmac::Scheme>>,
+    /// `adyen` only, `hmac_signature = "header"`: verify the `HmacSignature` header (base64
+    /// HMAC-SHA256 of the raw body; Balance Platform and Management API webhooks) instead of
+    /// each notification item's `additionalData.hmacSignature` (`"additional_data"`, the
+    /// default: standard payments webhooks). One scheme per source, no fallback
+    /// ([`super::adyen`] says why).
+    pub adyen_hmac_header: bool,
 }

@@ -146,6 +146,30 @@ fn github_legacy_sha1() {
     assert_eq!(errors, ["source[s].legacy_sha1: is only for provider \"github\""]);
 }
 
+/// Adyen `hmac_signature`: `"header"` or `"additional_data"` (the default) on adyen sources
+/// only; anything else is a precise config error.
+#[test]
+fn adyen_hmac_signature_option() {
+    const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+    let header = source("adyen", &[KEY], "hmac_signature = \"header\"");
+    assert!(src(&header).scheme.adyen_hmac_header);
+    assert_eq!(super::source_signature_header(src(&header)), "hmacsignature");
+    assert!(!super::source_batches(src(&header)), "one event per header-signed webhook");
+    let items = source("adyen", &[KEY], "hmac_signature = \"additional_data\"");
+    assert!(!src(&items).scheme.adyen_hmac_header);
+    assert_eq!(super::source_signature_header(src(&items)), "");
+    assert!(super::source_batches(src(&items)));
+    let errors = load("adyen", &[KEY], "hmac_signature = \"Header\"").expect_err("exact");
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]
+            .starts_with("source[s].hmac_signature: is \"Header\"; expected \"additional_data\""),
+        "{errors:?}"
+    );
+    let errors = load("stripe", &["whsec_x"], "hmac_signature = \"header\"").expect_err("adyen");
+    assert_eq!(errors, ["source[s].hmac_signature: is only for provider \"adyen\""]);
+}
+
 /// The generic scheme: every option, and a precise error for each malformed one.
 #[test]
 fn hmac_generic() {

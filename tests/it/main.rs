@@ -83,6 +83,7 @@ mod pg_cluster;
 mod providers;
 mod providers_batch;
 mod providers_more;
+mod providers_options;
 mod reload;
 mod shedding;
 mod sign;

@@ -637,6 +637,28 @@ pub fn twilio_signature(token: &str, url: &str, body: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(ring::hmac::sign(&key, &content))
 }
 
+/// A Twilio SharedKey secret (Twilio's "Sign webhooks with shared keys").
+pub const TWILIO_SHARED_KEY: &str = "twilio-shared-key-secret-0123456789";
+
+/// [`twilio_signature`] made with HMAC-SHA256, as a SharedKey whose Webhook Setting names
+/// `HMAC_SHA256` signs (the same string, another hash).
+pub fn twilio_signature_sha256(secret: &str, url: &str, body: &[u8]) -> String {
+    let mut pairs: Vec<(String, String)> =
+        form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    pairs.sort();
+    pairs.dedup();
+    let params: String = pairs.into_iter().map(|(k, v)| k + &v).collect();
+    let mac = hmac_sha256(secret.as_bytes(), &[url.as_bytes(), params.as_bytes()]);
+    base64::engine::general_purpose::STANDARD.encode(mac)
+}
+
+/// Adyen's `HmacSignature` header (Balance Platform / Management API webhooks): base64
+/// HMAC-SHA256 of the raw body, keyed by the hex-decoded HMAC key.
+pub fn adyen_header_signature(key: &str, body: &[u8]) -> String {
+    let key = hex::decode(key).expect("a hex key");
+    base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &[body]))
+}
+
 /// Square's `x-square-hmacsha256-signature`: base64 HMAC-SHA256 over `url` followed by the body.
 pub fn square_signature(key: &str, url: &str, body: &[u8]) -> String {
     let mac = hmac_sha256(key.as_bytes(), &[url.as_bytes(), body]);

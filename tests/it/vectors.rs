@@ -140,7 +140,7 @@ fn check(
     let signed_at = timestamped.then_some(t);
     assert_eq!(verified.signed_at, signed_at, "{name}: signed timestamp");
     // GitHub's documented example body ("Hello, World!") is no JSON event; all others are.
-    if provider.batches() {
+    if hookwall::provider::source_batches(&source) {
         let events = hookwall::inspect::inspect_batch(&source, &req)
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
         assert!(events.iter().all(|e| !e.inspected.event_id.is_empty()), "{name}: event ids");
@@ -168,8 +168,10 @@ fn check(
     let body_timestamp = source_toml.is_some_and(|t| t.contains("timestamp_pointer"));
     let flipped_expect = match provider {
         Provider::Gitlab | Provider::Postmark => Ok(verified),
-        // Adyen's signatures are inside the items of the JSON body.
-        Provider::Mailgun | Provider::Linear | Provider::Adyen => Err(Reject::SignatureMissing),
+        // Adyen's item signatures are inside the items of the JSON body (a header-HMAC source's
+        // signature is over the body, as usual).
+        Provider::Adyen if source_toml.is_none() => Err(Reject::SignatureMissing),
+        Provider::Mailgun | Provider::Linear => Err(Reject::SignatureMissing),
         Provider::Hmac if body_timestamp => Err(Reject::SignatureMissing),
         _ => Err(Reject::SignatureInvalid),
     };
@@ -263,6 +265,16 @@ fn official_library_vectors_verify() {
     assert!(legacy.count() >= 3, "several GitHub legacy sha1 cases");
     let v1a = cases.iter().filter(|c| c["secret"].as_str().is_some_and(|s| s.starts_with("whpk_")));
     assert!(v1a.count() >= 3, "several Standard Webhooks v1a cases");
+    // Twilio's SharedKey option: HMAC-SHA256 named by X-Twilio-Webhooks-Signature-Settings.
+    let sha256 = cases.iter().filter(|c| {
+        c["headers"]["X-Twilio-Webhooks-Signature-Settings"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("algorithm=HMAC_SHA256"))
+    });
+    assert!(sha256.count() >= 3, "several Twilio HMAC-SHA256 cases");
+    let header =
+        cases.iter().filter(|c| c["source_toml"].as_str() == Some("hmac_signature = \"header\""));
+    assert!(header.count() >= 3, "several Adyen header-HMAC cases");
 
     // GitHub's documented example ("Validating webhook deliveries"): no signed timestamp.
     let headers = [(
@@ -279,4 +291,125 @@ fn official_library_vectors_verify() {
         b"Hello, World!",
         (None, 1_700_000_000),
     );
+}
+
+/// One vector: secret, headers, body and (URL-signing providers) URL.
+type Vector = (String, Vec<(String, String)>, Vec<u8>, Option<String>);
+
+/// The vector named `name` of `provider`.
+fn vector(provider: &str, name: &str) -> Vector {
+    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
+    let text = std::fs::read_to_string(&path).expect("vectors");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
+    let case = doc["cases"]
+        .as_array()
+        .expect("a cases array")
+        .iter()
+        .find(|c| c["provider"] == provider && c["name"] == name)
+        .unwrap_or_else(|| panic!("no vector {provider} / {name}"));
+    let headers = case["headers"]
+        .as_object()
+        .expect("headers")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().expect("header text").to_owned()))
+        .collect();
+    (
+        case["secret"].as_str().expect("secret").to_owned(),
+        headers,
+        case["body"].as_str().expect("body").as_bytes().to_vec(),
+        case["url"].as_str().map(str::to_owned),
+    )
+}
+
+/// `headers` with `name` set to `value` (`None`: removed).
+fn with_header(
+    headers: &[(String, String)],
+    name: &str,
+    value: Option<&str>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(name)).cloned().collect();
+    if let Some(value) = value {
+        out.push((name.to_owned(), value.to_owned()));
+    }
+    out
+}
+
+/// Twilio's SharedKey option: the algorithm is the one `X-Twilio-Webhooks-Signature-Settings`
+/// names (twilio-python's `get_signature_algorithm`): without that header, or naming
+/// HMAC_SHA1, a 32-byte HMAC-SHA256 tag is malformed; an unknown algorithm cannot be verified;
+/// the Auth Token (another secret) does not make a SharedKey signature.
+#[test]
+fn twilio_signature_algorithm_comes_from_the_settings_header() {
+    let (secret, headers, body, url) = vector("twilio", "shared key HMAC_SHA256 form");
+    let url = url.as_deref();
+    let source = source(Provider::Twilio, &secret);
+    let t = 1_700_000_000;
+    assert!(verify(&source, &request(&headers, &body), url, t).is_ok());
+    let settings = "X-Twilio-Webhooks-Signature-Settings";
+    for (value, what) in [
+        (None, "no settings header"),
+        (Some("key=webhooks_sharedkey_0123456789abcdef,algorithm=HMAC_SHA1"), "named SHA-1"),
+        (Some("key=webhooks_sharedkey_0123456789abcdef,algorithm=HMAC_SHA512"), "unknown"),
+    ] {
+        let req = request(&with_header(&headers, settings, value), &body);
+        assert_eq!(verify(&source, &req, url, t), Err(Reject::SignatureMissing), "{what}");
+    }
+    let mut twice = headers.clone();
+    twice.push((settings.to_owned(), "algorithm=HMAC_SHA256".to_owned()));
+    let req = request(&twice, &body);
+    assert_eq!(verify(&source, &req, url, t), Err(Reject::SignatureMissing), "repeated");
+    // Case and spaces as the SDK tolerates them.
+    let loose = with_header(&headers, settings, Some(" algorithm = hmac_sha256 "));
+    assert!(verify(&source, &request(&loose, &body), url, t).is_ok(), "any case");
+    // Rotation: the Auth Token listed first, the SharedKey secret second; the second matches.
+    let both = Config::from_toml_str(
+        &format!(
+            "[[source]]\nid = \"t\"\ntenant = \"acme\"\nprovider = \"twilio\"\n\
+             secrets = [{{ id = \"auth\", value = \"12345\" }}, {{ id = \"shared\", value = {secret:?} }}]\n\
+             destination = \"d\"\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n"
+        ),
+        std::path::Path::new("t.toml"),
+        &|_| None,
+    )
+    .expect("config");
+    let verified = verify(&both.sources[0], &request(&headers, &body), url, t).expect("shared key");
+    assert_eq!(verified.secret_index, 1, "the SharedKey secret matched");
+    // An Auth Token signature (HMAC-SHA1, no settings header) still verifies on that source.
+    let (token, sha1_headers, sha1_body, sha1_url) = vector("twilio", "docs example form");
+    assert_eq!(token, "12345");
+    let req = request(&sha1_headers, &sha1_body);
+    let verified = verify(&both.sources[0], &req, sha1_url.as_deref(), t).expect("auth token");
+    assert_eq!(verified.secret_index, 0);
+}
+
+/// Adyen: a source verifies one scheme, chosen by `hmac_signature` (docs/providers.md): a
+/// header-signed platform webhook is `signature_missing` at a per-item source, and a
+/// notification with signed items is `signature_missing` at a header-HMAC source (no
+/// fallback either way). A header-HMAC event's id is its content, its type the body's `type`.
+#[test]
+fn adyen_schemes_are_chosen_per_source() {
+    let t = 1_700_000_000;
+    let (key, headers, body, _) =
+        vector("adyen", "header HMAC, balance platform configuration webhook");
+    let header_source = configured(Provider::Adyen, &key, "hmac_signature = \"header\"");
+    let items_source = source(Provider::Adyen, &key);
+    let req = request(&headers, &body);
+    assert!(verify(&header_source, &req, None, t).is_ok());
+    assert_eq!(verify(&items_source, &req, None, t), Err(Reject::SignatureMissing));
+    let inspected = inspect(&header_source, &req).expect("one event");
+    let digest = ring::digest::digest(&ring::digest::SHA256, &body);
+    assert_eq!(inspected.event_id, format!("sha256:{}", hex::encode(digest)));
+    assert_eq!(inspected.event_type.as_deref(), Some("balancePlatform.accountHolder.updated"));
+    let unsigned = request(&with_header(&headers, "HmacSignature", None), &body);
+    assert_eq!(verify(&header_source, &unsigned, None, t), Err(Reject::SignatureMissing));
+
+    let (key, headers, body, _) = vector("adyen", "batch of two");
+    let header_source = configured(Provider::Adyen, &key, "hmac_signature = \"header\"");
+    let req = request(&headers, &body);
+    assert!(verify(&source(Provider::Adyen, &key), &req, None, t).is_ok());
+    assert_eq!(verify(&header_source, &req, None, t), Err(Reject::SignatureMissing));
+    // An explicit default is the per-item scheme.
+    let explicit = configured(Provider::Adyen, &key, "hmac_signature = \"additional_data\"");
+    assert!(verify(&explicit, &req, None, t).is_ok());
 }

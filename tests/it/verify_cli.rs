@@ -353,4 +353,10 @@ fn verify_cli_scheme_options() {
         2,
         "legacy_sha1: is only for provider \"github\"",
     );
+    check(
+        &["--provider", "adyen", "--secret", "00", "--scheme", "hmac_signature = \"body\""],
+        b"{}",
+        2,
+        "hmac_signature: is \"body\"; expected \"additional_data\"",
+    );
 }

@@ -66,7 +66,12 @@ Signing code used (read in the installed package sources):
   is checked with ``RequestValidator(token).validate(url, params_or_body, signature)`` at the
   URL hookwall sees (the case's ``url``), which may differ from the signed one by the port
   (the SDK's add_port/remove_port quirk). Params are passed as a Django-style ``getlist``
-  object so that repeated keys keep all their values.
+  object so that repeated keys keep all their values. Shared-key cases (Twilio's "Sign webhooks
+  with shared keys"): the request carries ``X-Twilio-Webhooks-Signature-Settings:
+  key=<SharedKey id>,algorithm=…``; the algorithm is the SDK's
+  ``get_signature_algorithm(header)``, the signature ``RequestValidator(shared_secret).
+  compute_signature(url, params, algorithm)`` (HMAC-SHA256 or -SHA1 over the same string), each
+  checked with ``validate(url, params_or_body, signature, algorithm)``.
 * squareup (46.0.0.20260916, square/utils/webhooks_helper.py): the header is base64
   HMAC-SHA256 of ``notification_url + body`` with the signature key (computed with Python's
   ``hmac`` as that file does), each checked with ``verify_signature(request_body=,
@@ -121,6 +126,10 @@ Signing code used (read in the installed package sources):
   the webhook URL followed by each POST parameter's name and value, sorted by name, as its
   ``generateSignature`` example builds it), computed with Python's ``hmac``. The body is the
   form ``mandrill_events=<JSON array>`` (``urllib.parse.urlencode``).
+* Adyen header HMAC (16.0.0, Adyen/util.py; sources with ``hmac_signature = "header"``):
+  Balance Platform / Management API webhook bodies, whose ``HmacSignature`` header is
+  ``generate_payload_sig(body_bytes, hex_key)`` (base64 HMAC-SHA256 of the raw body with the
+  hex-decoded key), each checked with ``is_valid_hmac_payload(signature, hex_key, body_bytes)``.
 * Adyen (16.0.0, Adyen/util.py): each notification item's ``additionalData.hmacSignature`` is
   ``generate_notification_sig(item, hex_key)`` (base64 HMAC-SHA256, hex-decoded key, over
   ``pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:
@@ -149,7 +158,8 @@ import hashlib
 import hmac
 
 import coinbase_commerce.webhook
-from Adyen.util import generate_notification_sig, is_valid_hmac_notification
+from Adyen.util import (generate_notification_sig, generate_payload_sig,
+                        is_valid_hmac_notification, is_valid_hmac_payload)
 import hubspot.utils.signature
 from hubspot.utils.signature import Signature as HubSpotSignature
 import discord_interactions
@@ -165,7 +175,7 @@ from square.utils.webhooks_helper import verify_signature as square_verify_signa
 from sendgrid.helpers.eventwebhook import EventWebhook
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from twilio.request_validator import RequestValidator
+from twilio.request_validator import RequestValidator, get_signature_algorithm
 from urllib.parse import parse_qsl, urlencode
 
 try:
@@ -644,6 +654,51 @@ def twilio_cases():
         entry["url"] = seen_url
         cases.append(entry)
     assert cases[0]["headers"]["X-Twilio-Signature"] == "0/KCTR6DLpKmkAf8muzZqo1nDgQ=", "docs"
+    return cases + twilio_shared_key_cases()
+
+
+def twilio_shared_key_cases():
+    """Twilio SharedKey cases: the algorithm named by X-Twilio-Webhooks-Signature-Settings,
+    signed and checked with twilio-python's RequestValidator(shared secret)."""
+    shared = "whsk-shared-0123456789abcdef0123456789ABCDEF"
+    json_body = '{"MessageSid":"SM00bb","Body":"caf\\u00e9 \\/ 2"}'
+    json_hash = RequestValidator(shared).compute_hash(json_body)
+    sha256 = "key=webhooks_sharedkey_0123456789abcdef,algorithm=HMAC_SHA256"
+    # (name, settings header, signed URL, URL hookwall sees, body, JSON?)
+    inputs = [
+        ("shared key HMAC_SHA256 form", sha256, "https://hooks.example.com/webhooks/twilio-a",
+         "https://hooks.example.com/webhooks/twilio-a", TWILIO_SMS_BODY, False),
+        ("shared key HMAC_SHA256 signed with :443, seen without port", sha256,
+         "https://hooks.example.com:443/webhooks/twilio-a?x=1",
+         "https://hooks.example.com/webhooks/twilio-a?x=1",
+         "MediaUrl=https%3A%2F%2Fm%2Fb&Body=two&MediaUrl=https%3A%2F%2Fm%2Fa&Body=one", False),
+        ("shared key HMAC_SHA256 JSON body with bodySHA256", sha256,
+         f"https://hooks.example.com/webhooks/twilio-a?bodySHA256={json_hash}",
+         f"https://hooks.example.com/webhooks/twilio-a?bodySHA256={json_hash}", json_body, True),
+        ("shared key HMAC_SHA1", "key=webhooks_sharedkey_0123456789abcdef,algorithm=HMAC_SHA1",
+         "https://hooks.example.com/webhooks/twilio-a",
+         "https://hooks.example.com/webhooks/twilio-a", TWILIO_SMS_BODY, False),
+    ]
+    cases = []
+    for name, settings, signed_url, seen_url, body, is_json in inputs:
+        algorithm = get_signature_algorithm(settings)
+        validator = RequestValidator(shared)
+        params = {} if is_json else FormParams(body)
+        signature = validator.compute_signature(signed_url, params, algorithm)
+        assert validator.validate(seen_url, body if is_json else params, signature, algorithm), name
+        # The same signature is no HMAC-SHA1 signature (the algorithm matters).
+        assert not validator.validate(seen_url, body if is_json else params, signature) \
+            or algorithm == "HMAC_SHA1", name
+        content_type = "application/json" if is_json else "application/x-www-form-urlencoded"
+        entry = case("twilio", name, shared, 1700000000, body, {
+            "Content-Type": content_type,
+            "X-Twilio-Signature": signature,
+            "X-Twilio-Webhooks-Signature-Settings": settings,
+            "I-Twilio-Idempotency-Token": f"idem-shared-{len(cases)}-0123456789",
+        })
+        entry["url"] = seen_url
+        cases.append(entry)
+    assert len(cases[0]["headers"]["X-Twilio-Signature"]) == 44, "a 32-byte tag in base64"
     return cases
 
 
@@ -1054,6 +1109,41 @@ def adyen_cases():
     return cases
 
 
+def adyen_header_cases():
+    """Adyen Balance Platform / Management API webhooks: the HmacSignature header over the raw
+    body, made with the Adyen library's generate_payload_sig, checked with is_valid_hmac_payload."""
+    key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+    holder = json.dumps({
+        "data": {"balancePlatform": "HookwallPlatform",
+                 "accountHolder": {"id": "AH3227C223222C5GXQXF658WB", "status": "active",
+                                   "description": "Liable account holder"}},
+        "environment": "test", "timestamp": "2023-11-14T22:13:20+01:00",
+        "type": "balancePlatform.accountHolder.updated"}, separators=(",", ":"))
+    transfer = json.dumps({
+        "data": {"id": "48TYZO5ZVURJ2FCW", "sequenceNumber": 2, "status": "booked",
+                 "reference": "a/b&c", "amount": {"currency": "EUR", "value": 1000}},
+        "environment": "test", "timestamp": "2023-11-14T22:13:21+01:00",
+        "type": "balancePlatform.transfer.updated"}, separators=(",", ":")
+    ).replace("a/b&c", "a\\/b\\u0026c")
+    merchant = json.dumps({
+        "createdAt": "2023-11-14T22:13:22+01:00",
+        "data": {"merchantId": "HookwallMerchant", "status": "Active"},
+        "environment": "test", "type": "merchant.updated"}, indent=2).replace("\n", "\r\n") + "\r\n"
+    inputs = [
+        ("header HMAC, balance platform configuration webhook", holder),
+        ("header HMAC, transfer webhook with escaped JSON", transfer),
+        ("header HMAC, Management API webhook pretty-printed with CRLF", merchant),
+    ]
+    cases = []
+    for name, body in inputs:
+        signature = generate_payload_sig(body.encode("utf-8"), key).decode()
+        assert is_valid_hmac_payload(signature, key, body.encode("utf-8")), name
+        cases.append(case("adyen", name, key, 1700000000, body,
+                          {"Content-Type": "application/json", "HmacSignature": signature},
+                          source_toml='hmac_signature = "header"'))
+    return cases
+
+
 def at(unix_s):
     """The datetime standardwebhooks' sign() takes for a Unix timestamp."""
     return datetime.fromtimestamp(unix_s, tz=timezone.utc)
@@ -1094,7 +1184,7 @@ def main():
         + discord_cases() + github_legacy_cases() + hmac_generic_cases()
         + linear_cases() + intercom_cases() + postmark_cases() + calendly_cases()
         + coinbase_cases() + zoom_cases() + mailgun_cases() + hubspot_cases()
-        + mandrill_cases() + adyen_cases(),
+        + mandrill_cases() + adyen_cases() + adyen_header_cases(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
