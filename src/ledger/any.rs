@@ -1,6 +1,7 @@
 //! [`LedgerHandle`]: the ledger ingress and `serve` talk to, RocksDB (the default, embedded,
 //! fastest) or PostgreSQL (shared by several nodes). A closed enum, not a trait object: the
-//! hot path pays one predictable branch and no indirect call.
+//! hot path pays one predictable branch and no indirect call. The admin API's reads and
+//! operator actions go through it too (the same answers on both backends).
 
 use std::sync::Arc;
 use std::time::Duration;

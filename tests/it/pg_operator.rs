@@ -260,3 +260,62 @@ fn retention_expires_a_delivered_identity_and_keeps_a_pending_one() {
     assert_eq!(again.code(), "accepted", "after dedupe_retention a copy is new: {again}");
     sink.wait_for_key(&source.key(&done), 2, FORWARD_TIMEOUT);
 }
+
+/// `hookwall migrate` upgrades a database written by schema version 1 (events and a quarantine
+/// row without the first binding's fingerprint) in place: the node then serves its rows through
+/// the admin API — the quarantined copy against the event's fingerprint, the event with an
+/// empty attempt history, a delivered event not replayable (409).
+#[test]
+fn migrate_upgrades_a_version_1_database_whose_rows_the_admin_api_then_serves() {
+    let pg = Postgres::start();
+    let mut db = pg.client();
+    let v1 = &hookwall::ledger::postgres::schema::MIGRATIONS[0];
+    assert_eq!(v1.version, 1);
+    db.batch_execute(
+        "CREATE TABLE hookwall_schema (version INT NOT NULL PRIMARY KEY, name TEXT NOT NULL,
+            applied_at_ms BIGINT NOT NULL)",
+    )
+    .unwrap();
+    for statement in v1.statements {
+        db.batch_execute(statement).unwrap();
+    }
+    db.execute("INSERT INTO hookwall_schema VALUES (1, 'v1', 0)", &[]).unwrap();
+    let now = sign::now_unix_s() * 1000;
+    let (bound, refused) = (vec![0xaa_u8; 32], vec![0xbb_u8; 32]);
+    db.execute(
+        "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index, fingerprint,
+            secret_id, received_at_ms, body, state, attempts, settled_at_ms)
+        VALUES ('acme', 'stripe-a', 'evt_v1', 42, 0, $1, 'k1', $2, 'x', 'delivered', 1, $2)",
+        &[&bound, &now],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO hookwall_quarantine (tenant, source, event_id, fingerprint, received_at_ms)
+        VALUES ('acme', 'stripe-a', 'evt_v1', $1, $2)",
+        &[&refused, &now],
+    )
+    .unwrap();
+
+    let sink = Sink::start(Script::always(200));
+    let dir = tempfile::tempdir().unwrap();
+    let hw = node(dir.path(), &sink, &pg, |_| {});
+    let version: i32 =
+        db.query_one("SELECT max(version) FROM hookwall_schema", &[]).unwrap().get(0);
+    assert_eq!(version, hookwall::ledger::postgres::schema::VERSION);
+    let listed = admin(&hw, "GET", "/admin/events?state=quarantined", "").json();
+    let items = listed["items"].as_array().cloned().expect("items");
+    assert_eq!(items.len(), 1, "{listed}");
+    assert_eq!(items[0]["key"], "acme/stripe-a/evt_v1");
+    assert_eq!(items[0]["first_fingerprint"], hex::encode(&bound), "{listed}");
+    assert_eq!(items[0]["new_fingerprint"], hex::encode(&refused), "{listed}");
+    let detail = admin(&hw, "GET", &event_path("acme/stripe-a/evt_v1"), "").json();
+    assert_eq!((&detail["state"], &detail["secret_id"]), (&"delivered".into(), &"k1".into()));
+    assert_eq!(detail["attempt_history"], serde_json::json!([]), "{detail}");
+    let replay = admin(
+        &hw,
+        "POST",
+        &format!("{}/replay", event_path("acme/stripe-a/evt_v1")),
+        r#"{"reason":"r"}"#,
+    );
+    assert_eq!(replay.answer(), (409, "wrong_state".to_owned()), "{replay}");
+}

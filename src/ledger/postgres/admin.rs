@@ -558,11 +558,22 @@ impl PgLedger {
                 OpAction::Drop if unsettled => -1,
                 _ => 0,
             };
+            // This node's view (`mod.rs`): an event another node admitted or dead-lettered is
+            // not in it, so a decrement stops at 0 instead of going negative.
+            let lower = |g: &std::sync::atomic::AtomicI64| {
+                let _ = g.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_sub(1).max(0))
+                });
+            };
             if let Some(g) = ledger.inbox_pending.get(i) {
-                g.fetch_add(pending, Ordering::Relaxed);
+                if pending > 0 {
+                    g.fetch_add(pending, Ordering::Relaxed);
+                } else if pending < 0 {
+                    lower(g);
+                }
             }
             if let Some(g) = ledger.dlq_depth.get(i).filter(|_| done.before == EventState::Dead) {
-                g.fetch_sub(1, Ordering::Relaxed);
+                lower(g);
             }
         }
         if action == OpAction::Replay {

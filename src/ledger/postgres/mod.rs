@@ -17,6 +17,10 @@
 //! for every node after `ledger.lease`, and are delivered with the same `Idempotency-Key`.
 //! Settlements are written by the same connection's thread.
 //!
+//! Settlements that still held their lease append the attempt to `hookwall_attempts`. The
+//! admin API's reads and operator actions run on an admin connection (`admin.rs`); the
+//! settlement thread also sweeps what retention expired (`retention.rs`, R25).
+//!
 //! The gauges `inbox_pending` and `dlq_depth` are this node's view: raised by its admissions,
 //! lowered by its settlements (the shared totals are a `SELECT count(*)` away).
 
