@@ -61,9 +61,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         metrics: Arc::clone(&metrics),
         ledger_healthy: Box::new(move || health.healthy()),
         listeners_bound: AtomicBool::new(false),
-        operator: ledger
-            .rocksdb()
-            .map(|l| admin::Operator { ledger: l.clone(), controls: Arc::clone(&controls) }),
+        operator: Some(admin::Operator { ledger: ledger.clone(), controls: Arc::clone(&controls) }),
     });
     let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
     let inbox = ledger.inbox();
@@ -161,6 +159,11 @@ fn open_ledger(
             sources,
             notify: Arc::clone(notify),
             node,
+            retention: Some(ledger::Retention {
+                payload: config.ledger.payload_retention,
+                dedupe: config.ledger.dedupe_retention,
+                now_ms: Arc::new(crate::clock::now_unix_ms),
+            }),
         };
         let ledger = PgLedger::open(opts, Arc::clone(metrics))
             .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
@@ -228,8 +231,7 @@ struct Reloader<'a> {
     live: &'a Live,
     certs: Option<&'a CertStore>,
     metrics: &'a Metrics,
-    /// Where each reload, applied or refused, is appended to the audit log (R20; the RocksDB
-    /// ledger's — the PostgreSQL ledger keeps no audit log yet).
+    /// Where each reload, applied or refused, is appended to the audit log (R20).
     ledger: &'a LedgerHandle,
 }
 
@@ -258,7 +260,14 @@ impl Reloader<'_> {
             reason: Some(reason),
             state_before: None,
         };
-        if let Some(Err(e)) = self.ledger.rocksdb().map(|l| l.append_audit(&record)) {
+        // On a thread of its own: this runs inside the signal loop's runtime, where the
+        // PostgreSQL ledger's blocking client must not run.
+        let written = std::thread::scope(|s| {
+            s.spawn(|| self.ledger.append_audit(&record)).join().unwrap_or_else(|_| {
+                Err(crate::ledger::Error::Database("the audit write panicked".to_owned()))
+            })
+        });
+        if let Err(e) = written {
             tracing::error!(code = "audit_write_failed", error = %e, "The configuration reload could not be written to the audit log.");
         }
         let stats = &self.metrics.reloads;

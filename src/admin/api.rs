@@ -5,7 +5,9 @@
 //! Every request is authenticated first ([`super::auth`]). Ledger reads run on the blocking
 //! pool; replays and drops are [`Operation`]s carried out by the shard writer that owns the key
 //! (the only writer of a shard's keys), committed with fsync together with their audit record,
-//! and answered after that commit.
+//! and answered after that commit. On the PostgreSQL ledger the same routes read the shared
+//! tables and an operation is one transaction (row locked, audit row inserted) on the
+//! blocking pool, answered after its COMMIT (`ledger/postgres/admin.rs`).
 
 // Errors here are the HTTP answer itself, built once per admin request, off the hot path.
 #![allow(clippy::result_large_err)]
@@ -21,7 +23,7 @@ use super::auth::{self, Caller};
 use super::{json as respond_json, AdminState};
 use crate::dispatch::Controls;
 use crate::ledger::{
-    AuditRecord, EventDetail, EventQuery, EventState, EventView, Ledger, OpAction, OpDone,
+    AuditRecord, EventDetail, EventQuery, EventState, EventView, LedgerHandle, OpAction, OpDone,
     OpRefused, Operation, Page, QuarantineView, RejectedView,
 };
 
@@ -36,8 +38,9 @@ pub const LIST_LIMIT_MAX: usize = 1000;
 
 /// What the operator routes act on: the ledger and the destinations' pause switches.
 pub struct Operator {
-    /// The ledger (reads here; writes through its shard writers).
-    pub ledger: Ledger,
+    /// The ledger, RocksDB or PostgreSQL (the same routes and answers on both; on PostgreSQL
+    /// every node sees and acts on the shared tables).
+    pub ledger: LedgerHandle,
     /// Destination pause switches shared with the dispatcher.
     pub controls: std::sync::Arc<Controls>,
 }
@@ -200,8 +203,8 @@ pub fn parse_reason(body: &[u8], required: bool) -> Result<Option<String>, BodyR
 
 /// Runs a blocking ledger read off the admin runtime's thread.
 async fn blocking<T: Send + 'static>(
-    ledger: &Ledger,
-    read: impl FnOnce(&Ledger) -> Result<T, crate::ledger::Error> + Send + 'static,
+    ledger: &LedgerHandle,
+    read: impl FnOnce(&LedgerHandle) -> Result<T, crate::ledger::Error> + Send + 'static,
 ) -> Result<T, Reply> {
     let ledger = ledger.clone();
     match tokio::task::spawn_blocking(move || read(&ledger)).await {
@@ -425,7 +428,7 @@ async fn operate(
     reason: Option<String>,
 ) -> Reply {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    operator.ledger.operate(Operation {
+    let op = Operation {
         key: key.clone(),
         action,
         actor: caller.token_id.clone(),
@@ -434,7 +437,12 @@ async fn operate(
             // Err: the client went away; the action is committed (or not) all the same.
             let _ = tx.send(result);
         }),
-    });
+    };
+    // Queued to a shard writer on RocksDB; one transaction on this thread on PostgreSQL.
+    let ledger = operator.ledger.clone();
+    if tokio::task::spawn_blocking(move || ledger.operate(op)).await.is_err() {
+        tracing::error!(code = "admin_read_failed", "An operator action panicked.");
+    }
     let result = rx.await.unwrap_or(Err(OpRefused::Unavailable));
     operation_reply(&key, action, result)
 }

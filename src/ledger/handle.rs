@@ -88,6 +88,10 @@ pub enum Error {
     /// A writer thread could not be started.
     #[error("cannot start a ledger shard writer: {0}")]
     Spawn(std::io::Error),
+    /// A statement of the PostgreSQL ledger failed (unreachable, refused): the driver's
+    /// error with its causes.
+    #[error("ledger database error: {0}")]
+    Database(String),
     /// A list cursor that this ledger did not hand out (or for another list).
     #[error("invalid cursor: {0}")]
     Cursor(&'static str),

@@ -59,6 +59,25 @@ macro_rules! on_both_io_and_postgres {
     };
 }
 
+/// The tests `$name::rocksdb` and `$name::postgres` of the plain `fn $name()` beside it: the same
+/// test on the embedded ledger and on `ledger.backend = "postgres"` (a throwaway server that
+/// `Setup::new` picks up, `pg.rs`).
+macro_rules! on_rocksdb_and_postgres {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn rocksdb() {
+                super::$name();
+            }
+
+            #[test]
+            fn postgres() {
+                crate::pg::with_postgres(super::$name);
+            }
+        }
+    };
+}
+
 mod admin;
 mod batches;
 mod client;
@@ -80,6 +99,7 @@ mod operator;
 mod ordering;
 mod pg;
 mod pg_cluster;
+mod pg_operator;
 mod providers;
 mod providers_batch;
 mod providers_more;

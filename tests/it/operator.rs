@@ -1,6 +1,8 @@
 //! Operator tooling (SPEC §1 `dlq`, §6 `/admin/*`, R20): the admin API behind its bearer token,
 //! the `hookwall dlq` CLI against the real binary, the audit log, quarantine and rejected
-//! lists, destination pause/resume, and a bulk replay.
+//! lists, destination pause/resume, and a bulk replay. The tests marked
+//! `on_rocksdb_and_postgres!` also run on the PostgreSQL ledger (`name::postgres`): the same
+//! routes, answers and audit records on both.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -93,7 +95,6 @@ fn token_id() -> String {
 /// R19, R20: dead after `attempts_max` → listed by the CLI → inspected (payload and last error)
 /// → replayed by the CLI with a reason → delivered; the replay is in the audit log with the
 /// reason and the token id, never the token.
-#[test]
 fn dead_event_is_listed_replayed_by_the_cli_and_delivered() {
     let f = fixture(Script::always(500), |s| s.attempts_max = 2);
     let s = stripe_a();
@@ -165,10 +166,11 @@ fn dead_event_is_listed_replayed_by_the_cli_and_delivered() {
     assert!(!f.hw.stderr().contains(TOKEN), "no token in the log");
 }
 
+on_rocksdb_and_postgres!(dead_event_is_listed_replayed_by_the_cli_and_delivered);
+
 /// SPEC §6: `/admin/*` without a token or with a wrong one is 401 (with a reason); the CLI
 /// then exits 1 naming the refusal, exits 1 when the admin API is unreachable, and 2 on bad
 /// flags.
-#[test]
 fn admin_without_or_with_a_wrong_token_is_401() {
     let f = fixture(Script::always(200), |_| {});
     for path in ["/admin/events", "/admin/audit", "/admin/events/a%2Fb%2Fc"] {
@@ -225,9 +227,10 @@ fn admin_without_or_with_a_wrong_token_is_401() {
     );
 }
 
+on_rocksdb_and_postgres!(admin_without_or_with_a_wrong_token_is_401);
+
 /// R20: a drop needs a reason (400 without), settles the event as dropped (no further attempt),
 /// is audited, and a delivered event cannot be replayed (409).
-#[test]
 fn drop_needs_a_reason_and_is_audited() {
     let f = fixture(Script::always(503), |s| {
         s.backoff_min = "1h";
@@ -288,9 +291,10 @@ fn drop_needs_a_reason_and_is_audited() {
     assert_eq!(f.sink.for_key(&key).len(), 1, "a dropped event gets no further attempt");
 }
 
+on_rocksdb_and_postgres!(drop_needs_a_reason_and_is_audited);
+
 /// R11, R23, item 4: conflicts and schema rejects are listed through the same API and CLI with
 /// reason codes and fingerprints, never a body.
-#[test]
 fn quarantined_and_rejected_are_listed() {
     let f = fixture(Script::always(200), |_| {});
     let s = stripe_a();
@@ -345,9 +349,10 @@ fn quarantined_and_rejected_are_listed() {
     assert_eq!(bad.answer(), (400, "bad_query".to_owned()), "a repeated parameter: {bad}");
 }
 
+on_rocksdb_and_postgres!(quarantined_and_rejected_are_listed);
+
 /// Item 5: a destination configured `paused = true` gets no attempt while events are admitted;
 /// resume (audited) delivers them.
-#[test]
 fn pause_stops_attempts_and_resume_delivers() {
     let f = fixture(Script::always(200), |s| s.paused = true);
     let s = stripe_a();
@@ -422,6 +427,8 @@ fn pause_stops_attempts_and_resume_delivers() {
         .collect();
     assert_eq!(actions, [("pause", "sink"), ("resume", "sink")], "newest first: {audit}");
 }
+
+on_rocksdb_and_postgres!(pause_stops_attempts_and_resume_delivers);
 
 /// R20 (issue 4 proof): `dlq replay --all` over 10 000 dead events pages through the list,
 /// replays every one (throttled by `--rate`), and each is then delivered exactly once more —
@@ -613,7 +620,6 @@ fn breaker_opens_on_failures_and_closes_on_success() {
 
 /// R20 (issue 4 item 3): every configuration reload is an operator action in the audit log:
 /// a refused one with its reason, an applied one with what it put in force; actor `sighup`.
-#[test]
 fn config_reloads_are_audited() {
     let mut f = fixture(Script::always(200), |_| {});
     let mut bad = f.hw.setup.clone();
@@ -641,6 +647,8 @@ fn config_reloads_are_audited() {
     );
 }
 
+on_rocksdb_and_postgres!(config_reloads_are_audited);
+
 /// Retention of this test (R25): short, so a real run shows expiry within seconds; the shard
 /// writers then sweep every quarter of the shorter one (500 ms), so the payload is gone ~2 s
 /// before the identity.
@@ -667,7 +675,6 @@ fn poll_event(f: &Fixture, key: &str, what: &str, done: impl Fn(&Response) -> bo
 /// and a copy is admitted and forwarded anew. (The ledger's own test drives the same sweep
 /// with a controllable clock:
 /// `ledger::tests::retention_expires_payloads_then_identities_of_settled_events_only`.)
-#[test]
 fn retention_removes_payload_then_identity_never_early() {
     let f = fixture(Script::always(200), |s| {
         s.ledger_extra = format!(
@@ -709,6 +716,8 @@ fn retention_removes_payload_then_identity_never_early() {
     assert_eq!(again.code(), "accepted", "after dedupe_retention a copy is new: {again}");
     f.sink.wait_for_key(&key, 2, FORWARD_TIMEOUT);
 }
+
+on_rocksdb_and_postgres!(retention_removes_payload_then_identity_never_early);
 
 /// Review finding (issue 4): `hookwall dlq` pointed at something that is not hookwall's admin
 /// API — here the webhook port, which answers JSON of its own — exits 1 and says so, instead

@@ -17,9 +17,15 @@
 //! for every node after `ledger.lease`, and are delivered with the same `Idempotency-Key`.
 //! Settlements are written by the same connection's thread.
 //!
+//! Settlements that still held their lease append the attempt to `hookwall_attempts`. The
+//! admin API's reads and operator actions run on an admin connection (`admin.rs`); the
+//! settlement thread also sweeps what retention expired (`retention.rs`, R25).
+//!
 //! The gauges `inbox_pending` and `dlq_depth` are this node's view: raised by its admissions,
 //! lowered by its settlements (the shared totals are a `SELECT count(*)` away).
 
+mod admin;
+mod retention;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -31,8 +37,9 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, Sender};
 use postgres::{Client, NoTls, Statement};
 
+use super::codec::truncate_utf8;
 use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
-use crate::limits::{COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
+use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
 use crate::metrics::Metrics;
 
 /// Longest a connection attempt may take before the node counts the database unreachable.
@@ -55,6 +62,9 @@ pub struct PgOptions {
     pub notify: Arc<tokio::sync::Notify>,
     /// This node's name in `lease_owner` (diagnostics only; leases are judged by time).
     pub node: String,
+    /// Payload and identity retention (R25), swept by every node (`retention.rs`); `None`
+    /// keeps everything.
+    pub retention: Option<super::Retention>,
 }
 
 /// Opening failures.
@@ -109,6 +119,8 @@ struct PgInner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The dispatcher's lease connection (its scans run on a blocking-pool thread).
     lease: Mutex<Option<Client>>,
+    /// The admin API's connection (`admin.rs`), opened on its first request.
+    admin: Mutex<Option<Client>>,
 }
 
 /// The PostgreSQL ledger handle. Cheap to clone; dropping the last clone stops its threads.
@@ -166,6 +178,7 @@ impl PgLedger {
             stop: Mutex::new(stops),
             threads: Mutex::new(threads),
             lease: Mutex::new(Some(lease)),
+            admin: Mutex::new(None),
         };
         Ok(PgLedger { inner: Arc::new(inner) })
     }
@@ -304,9 +317,10 @@ const EXISTING: &str = "SELECT ev.tenant, ev.source, ev.event_id, ev.fingerprint
         ON ev.tenant = x.t AND ev.source = x.s AND ev.event_id = x.e";
 
 const QUARANTINE: &str = "INSERT INTO hookwall_quarantine (tenant, source, event_id,
-        fingerprint, received_at_ms)
-    SELECT t, s, e, f, $5 FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BYTEA[])
-        AS x (t, s, e, f)
+        fingerprint, received_at_ms, first_fingerprint)
+    SELECT t, s, e, f, $5, ff
+    FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BYTEA[], $6::BYTEA[])
+        AS x (t, s, e, f, ff)
     ON CONFLICT DO NOTHING";
 
 impl Conn {
@@ -467,6 +481,8 @@ fn admit_batch(
         }
     }
     let mut q = Columns::default();
+    // The fingerprint each quarantined copy was refused against (R11).
+    let mut first_bound: Vec<Vec<u8>> = Vec::new();
     for (i, a) in batch.iter().enumerate() {
         if decisions[i] == Decision::Accepted {
             continue;
@@ -483,10 +499,14 @@ fn admit_batch(
             q.source.push(id.1.to_owned());
             q.event_id.push(id.2.to_owned());
             q.fingerprint.push(a.fingerprint.to_vec());
+            first_bound.push(fp.to_vec());
         }
     }
     if !q.tenant.is_empty() {
-        tx.execute(&st.quarantine, &[&q.tenant, &q.source, &q.event_id, &q.fingerprint, &now_ms])?;
+        tx.execute(
+            &st.quarantine,
+            &[&q.tenant, &q.source, &q.event_id, &q.fingerprint, &now_ms, &first_bound],
+        )?;
     }
     tx.commit()?;
     Ok(decisions)
@@ -534,6 +554,9 @@ const SETTLE_RETRY: &str = "UPDATE hookwall_events SET state = 'failed', attempt
 const SETTLE_DEAD: &str = "UPDATE hookwall_events SET state = 'dead', attempts = $2,
     due_ms = NULL, lease_owner = NULL, settled_at_ms = $3, last_error = $5
     WHERE seq = $1 AND due_ms = $4 RETURNING source_index";
+/// One settled attempt in the event's history (R20).
+const ATTEMPT: &str = "INSERT INTO hookwall_attempts (seq, at_ms, attempt, outcome, error)
+    VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
 const REJECT: &str = "INSERT INTO hookwall_rejected (id, source, received_at_ms, reason,
     event_id, body_bytes, fingerprint) VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT DO NOTHING";
@@ -544,10 +567,20 @@ const REJECT: &str = "INSERT INTO hookwall_rejected (id, source, received_at_ms,
 /// downstream sees the same `Idempotency-Key` twice, at-least-once, R21).
 fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
     let mut client: Option<Client> = None;
+    let every = shared.opts.retention.as_ref().map(retention::sweep_every);
+    // Without retention the idle wait only bounds the select; nothing is swept.
+    let idle = every.unwrap_or(Duration::from_secs(3600));
+    let mut swept_at = crate::clock::monotonic();
     loop {
+        let due = every.is_some_and(|e| crate::clock::monotonic().duration_since(swept_at) >= e);
+        if due {
+            sweep_expired(shared, &mut client);
+            swept_at = crate::clock::monotonic();
+        }
         let first = select! {
             recv(rx) -> j => match j { Ok(j) => j, Err(_) => return },
             recv(stop) -> _ => break,
+            default(idle) => continue,
         };
         let mut batch = vec![first];
         while batch.len() < COMMIT_BATCH_MAX {
@@ -580,6 +613,31 @@ fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
     }
 }
 
+/// One retention sweep on the settlement connection (`retention.rs`); a failure is logged and
+/// the expired rows wait for the next sweep.
+fn sweep_expired(shared: &Shared, client: &mut Option<Client>) {
+    if client.as_ref().is_some_and(Client::is_closed) {
+        *client = None;
+    }
+    if client.is_none() {
+        match connect(&shared.opts.url) {
+            Ok(c) => *client = Some(c),
+            Err(e) => {
+                tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), "PostgreSQL retention sweep could not connect; it is retried later.");
+                return;
+            }
+        }
+    }
+    let c = client.as_mut().expect("connected just above");
+    match retention::sweep(shared, c) {
+        Ok(0) => {}
+        Ok(removed) => tracing::debug!(removed, "Retention removed expired records."),
+        Err(e) => {
+            tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), "PostgreSQL retention sweep failed; it is retried later.");
+        }
+    }
+}
+
 fn settle_batch(
     shared: &Shared,
     client: &mut Option<Client>,
@@ -601,21 +659,32 @@ fn settle_batch(
             Job::Settle(s) => {
                 let attempts = i32::try_from(s.attempts).unwrap_or(i32::MAX);
                 let (seq, due) = (as_i64(s.seq), as_i64(s.due_ms));
-                match &s.outcome {
+                // A settlement whose lease was lost changes nothing and records no attempt
+                // (the node that leased the event again settles it), as on RocksDB.
+                let (changed, outcome, at_ms, error) = match &s.outcome {
                     Outcome::Delivered { at_ms } => {
                         let rows =
                             tx.query(SETTLE_DELIVERED, &[&seq, &attempts, &as_i64(*at_ms), &due])?;
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), false)));
+                        (rows.len(), "delivered", as_i64(*at_ms), None)
                     }
                     Outcome::Retry { next_ms, error } => {
                         let next = as_i64(*next_ms);
-                        tx.execute(SETTLE_RETRY, &[&seq, &attempts, &next, &due, error])?;
+                        let error = truncate_utf8(error, ATTEMPT_ERROR_BYTES_MAX);
+                        let n =
+                            tx.execute(SETTLE_RETRY, &[&seq, &attempts, &next, &due, &error])?;
+                        (usize::try_from(n).unwrap_or(0), "retry", now_ms, Some(error))
                     }
                     Outcome::Dead { error } => {
+                        let error = truncate_utf8(error, ATTEMPT_ERROR_BYTES_MAX);
                         let rows =
-                            tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, error])?;
+                            tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, &error])?;
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), true)));
+                        (rows.len(), "dead", now_ms, Some(error))
                     }
+                };
+                if changed > 0 {
+                    tx.execute(ATTEMPT, &[&seq, &at_ms, &attempts, &outcome, &error])?;
                 }
             }
             Job::Reject(r) => {

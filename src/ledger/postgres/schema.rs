@@ -16,16 +16,17 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first. Never edit a released one: add the next.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "events, quarantine, rejected",
-    statements: &[
-        // One row per identity: the claim (fingerprint, state, attempts) and the inbox record
-        // (body, content type, due time) together, so one INSERT commits both. The primary
-        // key is the single source of truth for admission (R10): INSERT … ON CONFLICT DO
-        // NOTHING. `seq` is the node-independent handle the dispatcher settles by; `due_ms` is
-        // NULL once settled, otherwise the next attempt's time or the lease deadline.
-        "CREATE TABLE IF NOT EXISTS hookwall_events (
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "events, quarantine, rejected",
+        statements: &[
+            // One row per identity: the claim (fingerprint, state, attempts) and the inbox record
+            // (body, content type, due time) together, so one INSERT commits both. The primary
+            // key is the single source of truth for admission (R10): INSERT … ON CONFLICT DO
+            // NOTHING. `seq` is the node-independent handle the dispatcher settles by; `due_ms` is
+            // NULL once settled, otherwise the next attempt's time or the lease deadline.
+            "CREATE TABLE IF NOT EXISTS hookwall_events (
             tenant TEXT NOT NULL,
             source TEXT NOT NULL,
             event_id TEXT NOT NULL,
@@ -46,12 +47,12 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             settled_at_ms BIGINT,
             CONSTRAINT hookwall_events_identity PRIMARY KEY (tenant, source, event_id)
         )",
-        "CREATE UNIQUE INDEX IF NOT EXISTS hookwall_events_seq ON hookwall_events (seq)",
-        "CREATE INDEX IF NOT EXISTS hookwall_events_due ON hookwall_events (due_ms)
+            "CREATE UNIQUE INDEX IF NOT EXISTS hookwall_events_seq ON hookwall_events (seq)",
+            "CREATE INDEX IF NOT EXISTS hookwall_events_due ON hookwall_events (due_ms)
             WHERE due_ms IS NOT NULL",
-        // A different body under a known identity (R11): the first binding stays in
-        // hookwall_events, each different fingerprint is recorded once here.
-        "CREATE TABLE IF NOT EXISTS hookwall_quarantine (
+            // A different body under a known identity (R11): the first binding stays in
+            // hookwall_events, each different fingerprint is recorded once here.
+            "CREATE TABLE IF NOT EXISTS hookwall_quarantine (
             tenant TEXT NOT NULL,
             source TEXT NOT NULL,
             event_id TEXT NOT NULL,
@@ -59,8 +60,8 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             received_at_ms BIGINT NOT NULL,
             PRIMARY KEY (tenant, source, event_id, fingerprint)
         )",
-        // Minimised records of refused bodies (R23): no body bytes.
-        "CREATE TABLE IF NOT EXISTS hookwall_rejected (
+            // Minimised records of refused bodies (R23): no body bytes.
+            "CREATE TABLE IF NOT EXISTS hookwall_rejected (
             id BIGINT NOT NULL PRIMARY KEY,
             source TEXT NOT NULL,
             received_at_ms BIGINT NOT NULL,
@@ -69,8 +70,49 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             body_bytes BIGINT NOT NULL,
             fingerprint BYTEA NOT NULL
         )",
-    ],
-}];
+        ],
+    },
+    Migration {
+        version: 2,
+        name: "audit, attempt history, retention indexes",
+        statements: &[
+            // Operator actions (R20), newest first by (at_ms, id); `id` is random (no sequence).
+            "CREATE TABLE IF NOT EXISTS hookwall_audit (
+            at_ms BIGINT NOT NULL,
+            id BIGINT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            event_key TEXT,
+            destination TEXT,
+            reason TEXT,
+            state_before TEXT,
+            PRIMARY KEY (at_ms, id)
+        )",
+            // Every settled attempt of an event (R20), by the event's `seq`: kept across replays,
+            // removed with the payload (R25).
+            "CREATE TABLE IF NOT EXISTS hookwall_attempts (
+            seq BIGINT NOT NULL,
+            at_ms BIGINT NOT NULL,
+            attempt INT NOT NULL,
+            outcome TEXT NOT NULL,
+            error TEXT,
+            PRIMARY KEY (seq, at_ms, attempt)
+        )",
+            // The binding a conflicting copy was refused against, kept with the copy (NULL in rows
+            // written by version 1: the event's current fingerprint is shown then).
+            "ALTER TABLE hookwall_quarantine ADD COLUMN IF NOT EXISTS first_fingerprint BYTEA",
+            // Retention sweeps (R25) and newest-first lists.
+            "CREATE INDEX IF NOT EXISTS hookwall_events_identity_expiry
+            ON hookwall_events (received_at_ms) WHERE due_ms IS NULL",
+            "CREATE INDEX IF NOT EXISTS hookwall_events_payload_expiry
+            ON hookwall_events (settled_at_ms) WHERE due_ms IS NULL AND body IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS hookwall_quarantine_received
+            ON hookwall_quarantine (received_at_ms)",
+            "CREATE INDEX IF NOT EXISTS hookwall_rejected_received
+            ON hookwall_rejected (received_at_ms)",
+        ],
+    },
+];
 
 /// The schema version this binary serves on: the last migration's.
 pub const VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
