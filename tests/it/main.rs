@@ -80,6 +80,7 @@ mod operator;
 mod ordering;
 mod pg;
 mod pg_cluster;
+mod pg_tls;
 mod providers;
 mod providers_batch;
 mod providers_more;

@@ -21,6 +21,7 @@
 //! lowered by its settlements (the shared totals are a `SELECT count(*)` away).
 
 pub mod schema;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +30,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver, Sender};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
 use crate::limits::{COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
@@ -42,8 +44,8 @@ const RECONNECT_WAIT: Duration = Duration::from_millis(200);
 
 /// How to open the PostgreSQL ledger.
 pub struct PgOptions {
-    /// `ledger.url`.
-    pub url: String,
+    /// `ledger.url`, parsed, with its TLS connector.
+    pub connector: Connector,
     /// `ledger.pool_size` (>= 2): one dispatch connection, the rest admission writers.
     pub pool_size: usize,
     /// `ledger.lease`.
@@ -71,17 +73,40 @@ pub enum PgError {
     Spawn(std::io::Error),
 }
 
-/// Connects to `url` (no TLS: see `docs/postgres.md`).
-///
-/// # Errors
-/// The driver's error (unreachable, authentication, bad URL).
-pub fn connect(url: &str) -> Result<Client, postgres::Error> {
-    let mut config: postgres::Config = url.parse()?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(CONNECT_TIMEOUT);
+/// `ledger.url` ready to open connections: the driver's configuration (connect timeout
+/// [`CONNECT_TIMEOUT`] unless the URL sets one, `application_name = hookwall`) and the TLS
+/// connector of its `sslmode` / `sslrootcert` ([`tls`]).
+#[derive(Clone)]
+pub struct Connector {
+    config: postgres::Config,
+    tls: MakeRustlsConnect,
+}
+
+impl Connector {
+    /// Parses `url` and reads its CA file.
+    ///
+    /// # Errors
+    /// The messages of [`tls::Target::parse`] and [`tls::Target::connector`]: they never
+    /// contain the URL, which may hold a password.
+    pub fn new(url: &str) -> Result<Connector, String> {
+        let target = tls::Target::parse(url)?;
+        let tls = target.connector()?;
+        let mut config = target.config;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("hookwall");
+        Ok(Connector { config, tls })
     }
-    config.application_name("hookwall");
-    config.connect(NoTls)
+
+    /// Opens one connection.
+    ///
+    /// # Errors
+    /// The driver's error (unreachable, TLS refused or certificate not trusted,
+    /// authentication).
+    pub fn connect(&self) -> Result<Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
+    }
 }
 
 /// A dispatch-thread request.
@@ -125,7 +150,7 @@ impl PgLedger {
     /// [`PgError::Db`] when the database is unreachable, [`PgError::Schema`] when it is not
     /// migrated to this binary's version, [`PgError::Spawn`].
     pub fn open(opts: PgOptions, metrics: Arc<Metrics>) -> Result<PgLedger, PgError> {
-        let mut lease = connect(&opts.url)?;
+        let mut lease = opts.connector.connect()?;
         schema::check(&mut lease)?;
         let writers = opts.pool_size.saturating_sub(1).max(1);
         let shared = Arc::new(Shared {
@@ -277,7 +302,7 @@ fn as_u64(v: i64) -> u64 {
 
 /// A connection kept by a thread, reconnected after it broke.
 struct Conn {
-    url: String,
+    connector: Connector,
     client: Option<(Client, Statements)>,
 }
 
@@ -315,7 +340,7 @@ impl Conn {
             self.client = None;
         }
         if self.client.is_none() {
-            let mut c = connect(&self.url)?;
+            let mut c = self.connector.connect()?;
             let statements = Statements {
                 insert: c.prepare(INSERT)?,
                 existing: c.prepare(EXISTING)?,
@@ -329,7 +354,7 @@ impl Conn {
 
 /// One admission writer: drain, decide in one transaction, commit, reply.
 fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<()>) {
-    let mut conn = Conn { url: shared.opts.url.clone(), client: None };
+    let mut conn = Conn { connector: shared.opts.connector.clone(), client: None };
     loop {
         let first = select! {
             recv(rx) -> a => match a { Ok(a) => a, Err(_) => return },
@@ -589,7 +614,7 @@ fn settle_batch(
         *client = None;
     }
     if client.is_none() {
-        *client = Some(connect(&shared.opts.url)?);
+        *client = Some(shared.opts.connector.connect()?);
     }
     let c = client.as_mut().expect("connected just above");
     let now_ms = as_i64(crate::clock::now_unix_ms());
@@ -674,7 +699,8 @@ impl PgLedger {
             *guard = None;
         }
         if guard.is_none() {
-            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| schema::describe(&e))?);
+            *guard =
+                Some(self.inner.shared.opts.connector.connect().map_err(|e| schema::describe(&e))?);
         }
         let client = guard.as_mut().expect("connected just above");
         let result = f(client).map_err(|e| schema::describe(&e));
