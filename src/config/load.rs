@@ -611,12 +611,6 @@ impl Check<'_> {
         }
         self.retention_warnings(&ledger, &sources);
         self.lease_warnings(&ledger, &destinations);
-        if matches!(ledger.backend, LedgerBackend::Postgres(_)) {
-            for source in sources.iter().filter(|s| s.ordering_key.is_some()) {
-                let field = format!("source[{}].ordering_key", source.id);
-                self.error(&field, "is not supported with ledger.backend = \"postgres\" yet (R22 needs the RocksDB ledger's ordering index)");
-            }
-        }
         self.unused_destination_warnings(&sources, &destinations);
         let path = self.file.to_path_buf();
         Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
@@ -1925,10 +1919,7 @@ mod tests {
         check(&text, Expect::Ok(&[]));
         let pg = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"";
         let text = minimal_with(pg, "ordering_key = \"/data/object/id\"");
-        check(
-            &text,
-            Expect::Errors(&["source[s].ordering_key: is not supported with ledger.backend"]),
-        );
+        check(&text, Expect::Ok(&[]));
     }
 
     /// R25: without `dedupe_retention`, identities are kept 7 days, or longer when a source's

@@ -313,13 +313,20 @@ struct Statements {
     quarantine: Statement,
 }
 
+/// The admission INSERT. `order_stamp` (R22) is taken from the database's clock, not the
+/// node's: an event whose transaction started after another's committed gets a larger stamp
+/// whichever nodes admitted them. `× 2048 + n` keeps a batch's rows in batch order
+/// (`COMMIT_BATCH_MAX` < 2048; µs × 2048 fits an INT8 until about 2112).
 const INSERT: &str = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
         fingerprint, event_type, secret_id, signed_at, received_at_ms, content_type, body,
-        state, attempts, due_ms)
-    SELECT t, s, e, q, i, f, ty, k, sa, r, ct, b, 'received', 0, $13
+        state, attempts, due_ms, ordering_value, order_stamp)
+    SELECT t, s, e, q, i, f, ty, k, sa, r, ct, b, 'received', 0, $13, o,
+        CASE WHEN o IS NULL THEN NULL ELSE
+            (extract(epoch FROM statement_timestamp()) * 1000000)::INT8 * 2048 + n END
     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::INT8[], $5::INT4[], $6::BYTEA[],
-        $7::TEXT[], $8::TEXT[], $9::INT8[], $10::INT8[], $11::BYTEA[], $12::BYTEA[])
-        AS x (t, s, e, q, i, f, ty, k, sa, r, ct, b)
+        $7::TEXT[], $8::TEXT[], $9::INT8[], $10::INT8[], $11::BYTEA[], $12::BYTEA[],
+        $14::TEXT[]) WITH ORDINALITY
+        AS x (t, s, e, q, i, f, ty, k, sa, r, ct, b, o, n)
     ON CONFLICT (tenant, source, event_id) DO NOTHING
     RETURNING seq";
 
@@ -467,6 +474,7 @@ fn admit_batch(
             &cols.content_type,
             &cols.body,
             &now_ms,
+            &cols.ordering,
         ],
     )?;
     // The winning fingerprint of every key of the batch.
@@ -532,6 +540,7 @@ struct Columns {
     received_at_ms: Vec<i64>,
     content_type: Vec<Option<Vec<u8>>>,
     body: Vec<Vec<u8>>,
+    ordering: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -548,17 +557,18 @@ impl Columns {
         self.received_at_ms.push(as_i64(a.received_at_ms));
         self.content_type.push(a.content_type.clone());
         self.body.push(a.body.clone());
+        self.ordering.push(a.ordering.clone());
     }
 }
 
 const SETTLE_DELIVERED: &str = "UPDATE hookwall_events SET state = 'delivered', attempts = $2,
     due_ms = NULL, lease_owner = NULL, settled_at_ms = $3 WHERE seq = $1 AND due_ms = $4
-    RETURNING source_index";
+    RETURNING source_index, ordering_value IS NOT NULL";
 const SETTLE_RETRY: &str = "UPDATE hookwall_events SET state = 'failed', attempts = $2,
     due_ms = $3, lease_owner = NULL, last_error = $5 WHERE seq = $1 AND due_ms = $4";
 const SETTLE_DEAD: &str = "UPDATE hookwall_events SET state = 'dead', attempts = $2,
     due_ms = NULL, lease_owner = NULL, settled_at_ms = $3, last_error = $5
-    WHERE seq = $1 AND due_ms = $4 RETURNING source_index";
+    WHERE seq = $1 AND due_ms = $4 RETURNING source_index, ordering_value IS NOT NULL";
 const REJECT: &str = "INSERT INTO hookwall_rejected (id, source, received_at_ms, reason,
     event_id, body_bytes, fingerprint) VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT DO NOTHING";
@@ -621,6 +631,8 @@ fn settle_batch(
     let mut tx = c.transaction()?;
     // (source index, dead) of every event this batch settled: the node's gauges.
     let mut settled = Vec::new();
+    // Whether an ordered event left its group (R22): the group's next event may be leased now.
+    let mut released = false;
     for job in batch {
         match job {
             Job::Settle(s) => {
@@ -630,6 +642,7 @@ fn settle_batch(
                     Outcome::Delivered { at_ms } => {
                         let rows =
                             tx.query(SETTLE_DELIVERED, &[&seq, &attempts, &as_i64(*at_ms), &due])?;
+                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), false)));
                     }
                     Outcome::Retry { next_ms, error } => {
@@ -639,6 +652,7 @@ fn settle_batch(
                     Outcome::Dead { error } => {
                         let rows =
                             tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, error])?;
+                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), true)));
                     }
                 }
@@ -667,6 +681,9 @@ fn settle_batch(
         }
     }
     tx.commit()?;
+    if released {
+        shared.opts.notify.notify_one();
+    }
     let ledger = &shared.metrics.ledger;
     for (source, dead) in settled {
         let Ok(i) = usize::try_from(source) else { continue };
@@ -680,9 +697,22 @@ fn settle_batch(
     Ok(())
 }
 
+/// Leases due rows. An ordered row (R22) qualifies only as the head of its group: no
+/// unsettled row of the group (pending, retrying or leased by any node: `due_ms IS NOT NULL`)
+/// has a smaller `(order_stamp, seq)`. A head in flight or waiting for its retry therefore
+/// holds its group on every node; delivered or dead-lettered (`due_ms` NULL), it releases it.
 const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
     WHERE seq IN (
-        SELECT seq FROM hookwall_events WHERE due_ms <= $1 ORDER BY due_ms LIMIT $4
+        SELECT e.seq FROM hookwall_events AS e
+        WHERE e.due_ms <= $1
+            AND (e.ordering_value IS NULL OR NOT EXISTS (
+                SELECT 1 FROM hookwall_events AS g
+                WHERE g.tenant = e.tenant AND g.source = e.source
+                    AND g.ordering_value = e.ordering_value
+                    AND g.ordering_value IS NOT NULL AND g.due_ms IS NOT NULL
+                    AND (g.order_stamp < e.order_stamp
+                        OR (g.order_stamp = e.order_stamp AND g.seq < e.seq))))
+        ORDER BY e.due_ms LIMIT $4
         FOR UPDATE SKIP LOCKED)
     RETURNING seq, due_ms, tenant, source, event_id, source_index, attempts, received_at_ms,
         secret_id, signed_at, content_type, body";
@@ -756,7 +786,8 @@ impl Inbox for PgLedger {
                     signed_at: row.get(9),
                     content_type: row.get(10),
                     body: row.get::<_, Option<Vec<u8>>>(11).unwrap_or_default(),
-                    // No ordering index on PostgreSQL (config refuses `ordering_key` there).
+                    // R22 is decided by the LEASE statement across nodes: only a group's
+                    // head is ever returned, so the dispatcher need not hold anything back.
                     ordering: None,
                 }
             })

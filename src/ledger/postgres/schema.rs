@@ -16,16 +16,17 @@ pub struct Migration {
 }
 
 /// Every migration, oldest first. Never edit a released one: add the next.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "events, quarantine, rejected",
-    statements: &[
-        // One row per identity: the claim (fingerprint, state, attempts) and the inbox record
-        // (body, content type, due time) together, so one INSERT commits both. The primary
-        // key is the single source of truth for admission (R10): INSERT … ON CONFLICT DO
-        // NOTHING. `seq` is the node-independent handle the dispatcher settles by; `due_ms` is
-        // NULL once settled, otherwise the next attempt's time or the lease deadline.
-        "CREATE TABLE IF NOT EXISTS hookwall_events (
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "events, quarantine, rejected",
+        statements: &[
+            // One row per identity: the claim (fingerprint, state, attempts) and the inbox record
+            // (body, content type, due time) together, so one INSERT commits both. The primary
+            // key is the single source of truth for admission (R10): INSERT … ON CONFLICT DO
+            // NOTHING. `seq` is the node-independent handle the dispatcher settles by; `due_ms` is
+            // NULL once settled, otherwise the next attempt's time or the lease deadline.
+            "CREATE TABLE IF NOT EXISTS hookwall_events (
             tenant TEXT NOT NULL,
             source TEXT NOT NULL,
             event_id TEXT NOT NULL,
@@ -46,12 +47,12 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             settled_at_ms BIGINT,
             CONSTRAINT hookwall_events_identity PRIMARY KEY (tenant, source, event_id)
         )",
-        "CREATE UNIQUE INDEX IF NOT EXISTS hookwall_events_seq ON hookwall_events (seq)",
-        "CREATE INDEX IF NOT EXISTS hookwall_events_due ON hookwall_events (due_ms)
+            "CREATE UNIQUE INDEX IF NOT EXISTS hookwall_events_seq ON hookwall_events (seq)",
+            "CREATE INDEX IF NOT EXISTS hookwall_events_due ON hookwall_events (due_ms)
             WHERE due_ms IS NOT NULL",
-        // A different body under a known identity (R11): the first binding stays in
-        // hookwall_events, each different fingerprint is recorded once here.
-        "CREATE TABLE IF NOT EXISTS hookwall_quarantine (
+            // A different body under a known identity (R11): the first binding stays in
+            // hookwall_events, each different fingerprint is recorded once here.
+            "CREATE TABLE IF NOT EXISTS hookwall_quarantine (
             tenant TEXT NOT NULL,
             source TEXT NOT NULL,
             event_id TEXT NOT NULL,
@@ -59,8 +60,8 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             received_at_ms BIGINT NOT NULL,
             PRIMARY KEY (tenant, source, event_id, fingerprint)
         )",
-        // Minimised records of refused bodies (R23): no body bytes.
-        "CREATE TABLE IF NOT EXISTS hookwall_rejected (
+            // Minimised records of refused bodies (R23): no body bytes.
+            "CREATE TABLE IF NOT EXISTS hookwall_rejected (
             id BIGINT NOT NULL PRIMARY KEY,
             source TEXT NOT NULL,
             received_at_ms BIGINT NOT NULL,
@@ -69,8 +70,25 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             body_bytes BIGINT NOT NULL,
             fingerprint BYTEA NOT NULL
         )",
-    ],
-}];
+        ],
+    },
+    Migration {
+        version: 2,
+        name: "ordering groups (R22)",
+        statements: &[
+            // `ordering_value`: the value at the source's `ordering_key` (NULL: unordered);
+            // `order_stamp`: the admission stamp that orders a group (the database's statement
+            // time in µs × 2048 + the row's place in its batch). A row is leased only while no
+            // unsettled row of its group (`due_ms IS NOT NULL`) has a smaller (order_stamp, seq).
+            "ALTER TABLE hookwall_events ADD COLUMN IF NOT EXISTS ordering_value TEXT",
+            "ALTER TABLE hookwall_events ADD COLUMN IF NOT EXISTS order_stamp BIGINT",
+            // The unsettled rows of each group in order: the lease's NOT EXISTS probe.
+            "CREATE INDEX IF NOT EXISTS hookwall_events_order
+            ON hookwall_events (tenant, source, ordering_value, order_stamp, seq)
+            WHERE ordering_value IS NOT NULL AND due_ms IS NOT NULL",
+        ],
+    },
+];
 
 /// The schema version this binary serves on: the last migration's.
 pub const VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
