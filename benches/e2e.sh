@@ -7,6 +7,10 @@
 #       (criterion: benches/ledger.rs, group rocksdb_writebatch_sync)
 #   (d) hookwall open loop at 50 % of (b)'s peak: p50 / p99 / p99.9 ack latency
 #   (e) hookwall open loop at 150 % of (b)'s peak: share answered 503 overloaded, p99 of the rest
+#   (f) the same closed loop against 1 node, then (g) 2 nodes, on one throwaway local PostgreSQL
+#       (`ledger.backend = "postgres"`, same source and destination as (b)), printed as ratios
+#       to (b), the RocksDB figure of this run (issue 8). On by default when the PostgreSQL
+#       server binaries are installed (Debian `postgresql`); PG=0 skips it, PG=1 requires it.
 # (a) and (b) alternate for ROUNDS rounds to cancel drift. Prints one table with the ratios
 # (b)/(a) and (b)/(c); writes it, every loadgen report (JSON) and the .hgrm files to the
 # results directory. Traffic goes to 127.0.0.1 only; every run is bounded by --duration.
@@ -14,7 +18,8 @@
 # Usage: benches/e2e.sh [RESULTS_DIR]          (default: bench-results/<UTC time>)
 # Environment: PHASE_S (seconds per measurement, default 10), ROUNDS (default 2), PERF=1 (also
 #              record a perf profile of hookwall in one extra, uncounted run: perf-hookwall*.txt),
-#              CARGO_TARGET_DIR (default target), WORK_DIR (ledger etc.; must not be tmpfs).
+#              CARGO_TARGET_DIR (default target), WORK_DIR (ledger etc.; must not be tmpfs),
+#              PG (auto | 0 | 1, see (f)/(g)).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,9 +34,11 @@ work="$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/hookwall-e2e.XXXXXX")"
 log() { printf '%s\n' "$*" >&2; }
 
 pids=()
+pg_stop=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "${#pg_stop[@]}" -gt 0 ]; then "${pg_stop[@]}" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -261,6 +268,91 @@ if [ "${PERF:-0}" = "1" ] && command -v perf >/dev/null 2>&1; then
   drain >/dev/null
 fi
 
+# ---- (f), (g): the PostgreSQL ledger, 1 and 2 nodes on one local server, same source,
+# destination and closed loop as (b). The server runs on the server CPUs with the nodes; unix
+# socket only (no TCP listener); stopped and removed at exit.
+PG="${PG:-auto}"
+PGBIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+pg_rate_1=""; pg_rate_2=""; pg_note=""
+if [ "$PG" != "0" ] && { [ -z "$PGBIN" ] || [ ! -x "$PGBIN/postgres" ]; }; then
+  if [ "$PG" = "1" ]; then log "error: PG=1 but no /usr/lib/postgresql/*/bin/postgres (apt-get install postgresql)"; exit 1; fi
+  pg_note="skipped: PostgreSQL server binaries not installed"
+  PG=0
+fi
+if [ "$PG" = "0" ] && [ -z "$pg_note" ]; then pg_note="skipped (PG=0)"; fi
+if [ "$PG" != "0" ]; then
+  pg_dir="$work/pg"
+  mkdir -p "$pg_dir"
+  as_pg=()
+  if [ "$(id -u)" = 0 ]; then
+    chmod 711 "$work"   # the postgres user must reach its directory (traverse only)
+    chown postgres "$pg_dir"
+    as_pg=(runuser -u postgres --)
+  fi
+  "${as_pg[@]}" "$PGBIN/initdb" -D "$pg_dir/data" -U postgres -A trust --no-sync >/dev/null
+  pg_stop=("${as_pg[@]}" "$PGBIN/pg_ctl" -D "$pg_dir/data" stop -m immediate)
+  on_server "${as_pg[@]}" "$PGBIN/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/postgres.log" -w -t 60 \
+    -o "-k $pg_dir -c listen_addresses= -c max_connections=40 -c shared_buffers=64MB" start >/dev/null
+  pg_version="$("$PGBIN/postgres" --version | awk '{print $3}')"
+  PG_URL="host=$pg_dir user=postgres dbname=postgres"
+  pg_node() { # NAME: writes $work/NAME.toml (as hookwall.toml, ledger on PostgreSQL); prints "port admin"
+    local port admin
+    port="$(free_port)"; admin="$(free_port)"
+    sed -e "s|^listen = .*|listen = \"127.0.0.1:$port\"|" \
+        -e "s|^admin_listen = .*|admin_listen = \"127.0.0.1:$admin\"|" \
+        -e "s|^shards = 1|backend = \"postgres\"\nurl = \"$PG_URL\"\npool_size = 4|" \
+        -e "s|^path = .*|path = \"$work/$1-unused\"|" \
+        "$work/hookwall.toml" >"$work/$1.toml"
+    echo "$port $admin"
+  }
+  read -r pg_a_port pg_a_admin < <(pg_node pg_a)
+  read -r pg_b_port pg_b_admin < <(pg_node pg_b)
+  "$HOOKWALL" migrate -c "$work/pg_a.toml" >/dev/null
+  pg_pending() { "$PGBIN/psql" -qtA "$PG_URL" -c 'SELECT count(*) FROM hookwall_events WHERE due_ms IS NOT NULL'; }
+  pg_drain() { # bounded (60 s): until every admitted event was delivered
+    for _ in $(seq 600); do [ "$(pg_pending)" = "0" ] && return 0; sleep 0.1; done
+    log "   warning: $(pg_pending) PostgreSQL events still undelivered after 60 s"
+  }
+  pg_run() { # LABEL CONNECTIONS_PER_NODE PORT...: closed loop on every node at once; prints accepted/s summed
+    local label="$1" per="$2"; shift 2
+    local gens=() n=0
+    for port in "$@"; do
+      n=$((n + 1))
+      loadgen "${label}_$n" "http://127.0.0.1:$port/webhooks/stripe-bench" stripe "$SECRET" \
+        --max --connections "$per" --duration "${PHASE_S}s" &
+      gens+=($!)
+    done
+    wait "${gens[@]}"
+    python3 - "$results" "$label" "$n" <<'P'
+import json, sys
+d, label, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+reports = [json.load(open(f"{d}/{label}_{i}.json")) for i in range(1, n + 1)]
+print(sum(r["status"].get("accepted", 0) for r in reports) / max(r["elapsed_s"] for r in reports))
+P
+  }
+  HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/pg_a.toml" 2>"$results/hookwall-pg-a.stderr" &
+  pids+=($!)
+  pg_nodes=($!)
+  wait_http "http://127.0.0.1:$pg_a_admin/readyz"
+  log "== (f) PostgreSQL $pg_version ledger, 1 node, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
+  loadgen warmup_pg "http://127.0.0.1:$pg_a_port/webhooks/stripe-bench" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
+  pg_drain
+  pg_rate_1="$(pg_run f_pg1 "$CONNECTIONS" "$pg_a_port")"
+  pg_drain
+  HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/pg_b.toml" 2>"$results/hookwall-pg-b.stderr" &
+  pids+=($!)
+  pg_nodes+=($!)
+  wait_http "http://127.0.0.1:$pg_b_admin/readyz"
+  log "== (g) PostgreSQL ledger, 2 nodes, closed loop, $((CONNECTIONS / 2)) connections per node, ${PHASE_S}s"
+  pg_rate_2="$(pg_run g_pg2 "$((CONNECTIONS / 2))" "$pg_a_port" "$pg_b_port")"
+  pg_drain
+  # The nodes stop before their database does.
+  kill "${pg_nodes[@]}" 2>/dev/null || true
+  wait "${pg_nodes[@]}" 2>/dev/null || true
+  "${pg_stop[@]}" >/dev/null 2>&1 || true
+  pg_stop=()
+fi
+
 ms() { python3 -c "print(f'{$1 / 1000:.2f} ms')"; }
 d="$results/d_open50.json"; e="$results/e_open150.json"
 share_503="$(field "$e" '"%.1f %%" % (100 * r["http"].get("503", 0) / max(1, r["answered"]))')"
@@ -289,6 +381,12 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "| (e) | open loop at 150 % of (b) = ${rate_e}/s, $E_CONNECTIONS connections | 503: $share_503 of $e_answered answers ($overloaded overloaded); p99 of the 2xx $(ms "$(field "$e" 'r["latency_2xx_us"]["p99"]')"); answered $e_rate/s |"
   echo "| ingest only | hookwall, destination paused (events accumulate), closed loop | $(fmt0 "$peak_i") accepted/s (rounds: $(for x in "${i_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
   echo "| ingest/(a) | | $(ratio "$peak_i" "$peak_a") |"
+  if [ -n "$pg_rate_1" ]; then
+    echo "| (f)/(b) | PostgreSQL $pg_version ledger (local, unix socket, pool_size 4), 1 node, same closed loop as (b) | $(ratio "$pg_rate_1" "$peak_b") ($(fmt0 "$pg_rate_1") accepted/s) |"
+    echo "| (g)/(b) | 2 nodes on the same PostgreSQL, $((CONNECTIONS / 2)) connections each | $(ratio "$pg_rate_2" "$peak_b") ($(fmt0 "$pg_rate_2") accepted/s, both nodes) |"
+  else
+    echo "| (f), (g) | PostgreSQL ledger, 1 and 2 nodes | $pg_note |"
+  fi
   echo
   echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion)."
 } | tee "$results/summary.md"

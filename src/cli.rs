@@ -118,7 +118,15 @@ fn migrate(arg: &ConfigArg) -> ExitCode {
         println!("ledger.backend is rocksdb: its layout needs no migration");
         return ExitCode::SUCCESS;
     };
-    let result = crate::ledger::postgres::connect(&pg.url)
+    let connector = match crate::ledger::postgres::Connector::new(&pg.url) {
+        Ok(connector) => connector,
+        Err(e) => {
+            eprintln!("{}: ledger.url: {e}", config.path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let result = connector
+        .connect()
         .map_err(crate::ledger::postgres::schema::SchemaError::from)
         .and_then(|mut client| {
             crate::ledger::postgres::schema::migrate(&mut client, crate::clock::now_unix_ms())

@@ -27,7 +27,9 @@
 //! This is delivery order, not a version rule: hookwall does not reorder by the provider's
 //! `created` time or drop stale versions; the destination still compares versions when the
 //! provider does not guarantee send order (R22). The index behind it lives in the ledger
-//! (`ord/` entries in `meta`, see ARCHITECTURE.md).
+//! (`ord/` entries in `meta`, see ARCHITECTURE.md); on the PostgreSQL ledger, in the
+//! `ordering_value` / `order_stamp` columns, and the lease statement leases only a group's head
+//! (`docs/postgres.md`).
 
 use simd_json::prelude::*;
 

@@ -152,8 +152,10 @@ fn open_ledger(
     if let LedgerBackend::Postgres(pg) = &config.ledger.backend {
         let sources = config.sources.iter().map(|s| (s.tenant.clone(), s.id.clone())).collect();
         let node = format!("{}:{}", hostname(), std::process::id());
+        let connector = crate::ledger::postgres::Connector::new(&pg.url)
+            .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
         let opts = PgOptions {
-            url: pg.url.clone(),
+            connector,
             pool_size: pg.pool_size,
             lease: pg.lease,
             sources,

@@ -612,12 +612,6 @@ impl Check<'_> {
         }
         self.retention_warnings(&ledger, &sources);
         self.lease_warnings(&ledger, &destinations);
-        if matches!(ledger.backend, LedgerBackend::Postgres(_)) {
-            for source in sources.iter().filter(|s| s.ordering_key.is_some()) {
-                let field = format!("source[{}].ordering_key", source.id);
-                self.error(&field, "is not supported with ledger.backend = \"postgres\" yet (R22 needs the RocksDB ledger's ordering index)");
-            }
-        }
         self.unused_destination_warnings(&sources, &destinations);
         let path = self.file.to_path_buf();
         Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
@@ -784,9 +778,18 @@ impl Check<'_> {
                 String::new()
             }
             Some(url) => {
-                if let Err(e) = url.parse::<postgres::Config>() {
-                    // The parser's message names the bad part, never the password.
-                    self.error("ledger.url", format!("is not a PostgreSQL connection string: {e}"));
+                // The messages name the bad part, never the URL (it may hold a password).
+                match crate::ledger::postgres::tls::Target::parse(url) {
+                    Err(e) => self.error("ledger.url", e),
+                    Ok(target) => {
+                        if let Some(Err(e)) = target
+                            .root_cert
+                            .as_deref()
+                            .map(crate::ledger::postgres::tls::load_roots)
+                        {
+                            self.error("ledger.url", e);
+                        }
+                    }
                 }
                 url.to_owned()
             }
@@ -1524,6 +1527,9 @@ mod tests {
             (p.url.as_str(), p.pool_size, p.lease),
             ("postgres://hw@db.internal/hookwall", 4, secs(60))
         );
+        let secret = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://hw:pw-9f2@db/hookwall\"";
+        let config = check(&minimal_with(secret, ""), Expect::Ok(&[])).unwrap();
+        assert!(!format!("{config:?}").contains("pw-9f2"), "Debug hides the database password");
         let tuned = format!("{pg}\npool_size = 8\nlease = \"5s\"");
         let warning = "ledger.lease: is 5s but destination d may take 10s per attempt";
         let config = check(&minimal_with(&tuned, ""), Expect::Ok(&[warning])).unwrap();
@@ -1536,8 +1542,20 @@ mod tests {
             ),
             ("[ledger]\nbackend = \"postgres\"", &["ledger.url: is required"]),
             (
-                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db?sslmode=bogus\"",
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db?connect_timeout=x\"",
                 &["ledger.url: is not a PostgreSQL connection string"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://u:pw@h/db?sslmode=bogus\"",
+                &["ledger.url: sslmode \"bogus\" is not one of disable, prefer, require, verify-ca, verify-full"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db?sslmode=verify-full\"",
+                &["ledger.url: sslmode=verify-full needs sslrootcert=PATH"],
+            ),
+            (
+                "[ledger]\nbackend = \"postgres\"\nurl = \"host=h sslmode=verify-ca sslrootcert=/nonexistent/ca.pem\"",
+                &["ledger.url: sslrootcert /nonexistent/ca.pem: cannot read it"],
             ),
             (
                 "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"\npool_size = 1",
@@ -1922,10 +1940,7 @@ mod tests {
         check(&text, Expect::Ok(&[]));
         let pg = "[ledger]\nbackend = \"postgres\"\nurl = \"postgres://h/db\"";
         let text = minimal_with(pg, "ordering_key = \"/data/object/id\"");
-        check(
-            &text,
-            Expect::Errors(&["source[s].ordering_key: is not supported with ledger.backend"]),
-        );
+        check(&text, Expect::Ok(&[]));
     }
 
     /// R25: without `dedupe_retention`, identities are kept 7 days, or longer when a source's

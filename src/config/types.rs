@@ -111,10 +111,12 @@ pub enum LedgerBackend {
     Postgres(PostgresConfig),
 }
 
-/// `[ledger]` with `backend = "postgres"`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `[ledger]` with `backend = "postgres"`. Its `Debug` output leaves the URL out (it may
+/// hold a password).
+#[derive(Clone, PartialEq, Eq)]
 pub struct PostgresConfig {
-    /// `ledger.url`: a libpq-style URL or key=value string (`postgres://user@host/db`).
+    /// `ledger.url`: a libpq-style URL or key=value string (`postgres://user@host/db`), with
+    /// libpq's `sslmode` and `sslrootcert` (`crate::ledger::postgres::tls`).
     pub url: String,
     /// `ledger.pool_size`: database connections of this node, `2..=POSTGRES_POOL_MAX`: one for
     /// the dispatcher's leases and settlements, the others each an admission writer.
@@ -123,6 +125,16 @@ pub struct PostgresConfig {
     /// others deliver the event after this (with the same `Idempotency-Key`). Must exceed the
     /// longest attempt (`destination.timeout`).
     pub lease: Duration,
+}
+
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("url", &"(not shown: it may hold a password)")
+            .field("pool_size", &self.pool_size)
+            .field("lease", &self.lease)
+            .finish()
+    }
 }
 
 /// `[admin]`.

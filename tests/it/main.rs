@@ -100,6 +100,7 @@ mod ordering;
 mod pg;
 mod pg_cluster;
 mod pg_operator;
+mod pg_tls;
 mod providers;
 mod providers_batch;
 mod providers_more;

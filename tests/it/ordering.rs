@@ -12,7 +12,7 @@ use crate::sink::{Recorded, Script, Sink};
 const SLOW: Duration = Duration::from_millis(60);
 
 /// A Stripe event whose `data.object.id` is `group` (the ordering value).
-fn event(id: &str, group: &str, n: usize) -> Vec<u8> {
+pub(crate) fn event(id: &str, group: &str, n: usize) -> Vec<u8> {
     format!(
         r#"{{"id":"{id}","object":"event","type":"customer.updated","data":{{"object":{{"id":"{group}","n":{n}}}}}}}"#
     )
@@ -47,7 +47,7 @@ fn wait_delivered(sink: &Sink, keys: &[Vec<String>]) -> Vec<Recorded> {
 
 /// R22: the group's forwards, in arrival order, name its keys in admission order (a retried
 /// key repeats in place), and each arrived only after the previous one was answered.
-fn assert_in_order_one_at_a_time(recorded: &[Recorded], keys: &[String]) {
+pub(crate) fn assert_in_order_one_at_a_time(recorded: &[Recorded], keys: &[String]) {
     let ours: Vec<&Recorded> =
         recorded.iter().filter(|r| keys.iter().any(|k| r.header("idempotency-key") == k)).collect();
     let mut order: Vec<&str> = ours.iter().map(|r| r.header("idempotency-key")).collect();

@@ -15,6 +15,8 @@ const PG_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// A running throwaway PostgreSQL.
 pub struct Postgres {
     child: Option<Child>,
+    /// The port (of the unix socket's name, and of 127.0.0.1 when started with TLS).
+    port: u16,
     /// Data dir and socket dir (removed on drop, after the server stopped).
     dir: tempfile::TempDir,
 }
@@ -94,6 +96,16 @@ fn command(bin: &Path, user: Option<(u32, u32)>) -> Command {
 impl Postgres {
     /// initdb + start; waits until it accepts a connection.
     pub fn start() -> Postgres {
+        Postgres::launch(None)
+    }
+
+    /// As [`Postgres::start`], and also listening on 127.0.0.1 (a free port) with `ssl = on`
+    /// serving the PEM certificate chain `cert` and key `key` (TLS is offered on TCP only).
+    pub fn start_tls(cert: &str, key: &str) -> Postgres {
+        Postgres::launch(Some((cert, key)))
+    }
+
+    fn launch(tls: Option<(&str, &str)>) -> Postgres {
         let bin = bin_dir();
         let user = run_as();
         let dir = tempfile::Builder::new().prefix("hookwall-pg").tempdir().expect("temp dir");
@@ -118,23 +130,64 @@ impl Postgres {
                 .expect("chown log");
         }
         let socket_dir = dir.path().display().to_string();
+        let mut args: Vec<String> = Vec::new();
+        let port = match tls {
+            None => {
+                args.extend(["-c".into(), "listen_addresses=".into()]);
+                5432
+            }
+            Some((cert, key)) => {
+                for (name, pem) in [("server.crt", cert), ("server.key", key)] {
+                    let path = data.join(name);
+                    std::fs::write(&path, pem).expect("writing the server certificate");
+                    // The server refuses a key readable by others.
+                    std::fs::set_permissions(
+                        &path,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                    )
+                    .expect("chmod");
+                    if let Some((uid, gid)) = user {
+                        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).expect("chown");
+                    }
+                }
+                // A free port: bound and released here; the server binds it right after.
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("a free port")
+                    .port();
+                args.extend(["-c".into(), "listen_addresses=127.0.0.1".into()]);
+                args.extend(["-c".into(), "ssl=on".into()]);
+                port
+            }
+        };
         // Small and bounded: the machine is shared.
         let child = command(&bin.join("postgres"), user)
             .args(["-D", &data.display().to_string(), "-k", &socket_dir])
-            .args(["-c", "listen_addresses=", "-c", "max_connections=40"])
+            .args(["-p", &port.to_string()])
+            .args(&args)
+            .args(["-c", "max_connections=40"])
             .args(["-c", "shared_buffers=16MB", "-c", "max_wal_size=64MB"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("starting postgres");
-        let mut pg = Postgres { child: Some(child), dir };
+        let mut pg = Postgres { child: Some(child), port, dir };
         pg.wait_ready();
         pg
     }
 
+    /// The TCP port on 127.0.0.1 (servers started with [`Postgres::start_tls`]).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The connection string of the `postgres` database over the unix socket.
     pub fn url(&self) -> String {
-        format!("host={} port=5432 user=postgres dbname=postgres", self.dir.path().display())
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.dir.path().display(),
+            self.port
+        )
     }
 
     fn wait_ready(&mut self) {

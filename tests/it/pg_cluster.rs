@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{self, stripe_a, Hookwall, Io, Setup, FORWARD_TIMEOUT};
 use crate::pg::Postgres;
 use crate::sign::{self, Provider};
-use crate::sink::{Script, Sink};
+use crate::sink::{Recorded, Script, Sink};
 
 fn node(dir: &std::path::Path, sink: &Sink, pg: &Postgres, lease: &'static str) -> Hookwall {
     let mut setup = Setup::new(Io::Epoll, dir, &sink.url());
@@ -147,4 +147,119 @@ fn serve_refuses_an_unmigrated_schema_and_migrate_is_idempotent() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("newer than this hookwall"), "{stderr}");
+}
+
+/// Two nodes with `ordering_key` whose events are admitted alternately on either node.
+fn ordered_nodes(
+    pg: &Postgres,
+    sink: &Sink,
+    attempts_max: u32,
+) -> (tempfile::TempDir, tempfile::TempDir, Hookwall, Hookwall) {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let start = |dir: &std::path::Path| {
+        let mut setup = Setup::new(Io::Epoll, dir, &sink.url());
+        setup.postgres = Some(pg.url());
+        setup.ledger = dir.join("unused-rocksdb");
+        setup.source_lines.push(("stripe-a", "ordering_key = \"/data/object/id\"".to_owned()));
+        setup.attempts_max = attempts_max;
+        setup.backoff_min = "20ms";
+        setup.backoff_max = "200ms";
+        Hookwall::start(dir, &setup)
+    };
+    let (a, b) = (start(d1.path()), start(d2.path()));
+    (d1, d2, a, b)
+}
+
+/// `count` events per group, interleaved (g0 #0, g1 #0, g0 #1, …), the k-th sent to node
+/// k mod 2, each `accepted` before the next is sent. Returns the event ids per group.
+fn admit_across(nodes: [&Hookwall; 2], groups: &[&str], count: usize) -> Vec<Vec<String>> {
+    let (source, prefix) = (stripe_a(), sign::unique_id("evt_pgord"));
+    let mut ids = vec![Vec::new(); groups.len()];
+    let mut k = 0;
+    for n in 0..count {
+        for (g, group) in groups.iter().enumerate() {
+            let id = format!("{prefix}_{g}_{n}");
+            let r = nodes[k % 2].deliver(&source, &id, &crate::ordering::event(&id, group, n));
+            assert_eq!(r.answer(), (200, "accepted".to_owned()), "{id}: {r}");
+            ids[g].push(id);
+            k += 1;
+        }
+    }
+    ids
+}
+
+fn answered(recorded: &[Recorded], key: &str, status: u16) -> usize {
+    recorded.iter().filter(|r| r.header("idempotency-key") == key && r.answered == status).count()
+}
+
+/// R22 across nodes: while a group's head fails (503, retried), neither node forwards the
+/// events behind it; a group whose head waits (here: a retry pushed far out) does not hold
+/// another group back; once the head is delivered, its group follows in admission order, one
+/// forward at a time.
+#[test]
+fn ordering_groups_hold_across_two_nodes() {
+    let pg = Postgres::start();
+    let sink = Sink::start(Script::always(503));
+    let (_d1, _d2, a, b) = ordered_nodes(&pg, &sink, 100);
+    let ids = admit_across([&a, &b], &["cus_A", "cus_B"], 3);
+    let source = stripe_a();
+    let keys: Vec<Vec<String>> =
+        ids.iter().map(|g| g.iter().map(|id| source.key(id)).collect()).collect();
+    // Both heads fail and are retried, by either node.
+    sink.wait_until(FORWARD_TIMEOUT, "two failed attempts of each head", |r| {
+        answered(r, &keys[0][0], 503) >= 2 && answered(r, &keys[1][0], 503) >= 2
+    });
+    let behind: Vec<&String> = keys.iter().flat_map(|g| &g[1..]).collect();
+    let early: Vec<String> = sink
+        .recorded()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .filter(|k| behind.contains(&k))
+        .collect();
+    assert!(early.is_empty(), "forwarded while their head was failing: {early:?}");
+    // Group A's head waits far out (as after a long backoff); the destination recovers.
+    let far = i64::MAX / 2;
+    let mut db = pg.client();
+    let hold = "UPDATE hookwall_events SET due_ms = $1 WHERE event_id = $2";
+    assert_eq!(db.execute(hold, &[&far, &ids[0][0]]).unwrap(), 1);
+    sink.answer_from_now(200);
+    let recorded = sink.wait_until(FORWARD_TIMEOUT * 2, "group B delivered", |r| {
+        keys[1].iter().all(|k| answered(r, k, 200) == 1)
+    });
+    crate::ordering::assert_in_order_one_at_a_time(&recorded, &keys[1]);
+    for k in &keys[0][1..] {
+        assert!(sink.for_key(k).is_empty(), "{k} forwarded while its group's head waits");
+    }
+    // The head becomes due again: group A follows, in order.
+    assert_eq!(db.execute(hold, &[&0_i64, &ids[0][0]]).unwrap(), 1);
+    let recorded = sink.wait_until(FORWARD_TIMEOUT * 2, "group A delivered", |r| {
+        keys[0].iter().all(|k| answered(r, k, 200) >= 1)
+    });
+    crate::ordering::assert_in_order_one_at_a_time(&recorded, &keys[0]);
+}
+
+/// R22 across nodes, as on RocksDB: a dead-lettered head releases its group (the next event
+/// is delivered, the dead one is not attempted again).
+#[test]
+fn a_dead_lettered_head_releases_its_group_across_nodes() {
+    let pg = Postgres::start();
+    let sink = Sink::start(Script::first_then(&[400], 200));
+    let (_d1, _d2, a, b) = ordered_nodes(&pg, &sink, 5);
+    let ids = admit_across([&a, &b], &["cus_D"], 3);
+    let source = stripe_a();
+    let keys: Vec<String> = ids[0].iter().map(|id| source.key(id)).collect();
+    let recorded = sink.wait_until(FORWARD_TIMEOUT * 2, "the group after its dead head", |r| {
+        keys[1..].iter().all(|k| answered(r, k, 200) >= 1)
+    });
+    assert_eq!(
+        recorded.first().map(|r| (r.header("idempotency-key"), r.answered)),
+        Some((keys[0].as_str(), 400))
+    );
+    assert_eq!(sink.for_key(&keys[0]).len(), 1, "the dead-lettered head is not attempted again");
+    crate::ordering::assert_in_order_one_at_a_time(&recorded, &keys);
+    let row = pg
+        .client()
+        .query_one("SELECT state FROM hookwall_events WHERE event_id = $1", &[&ids[0][0]])
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "dead");
 }

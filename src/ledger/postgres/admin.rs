@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use postgres::types::ToSql;
 use postgres::{Client, Row};
 
-use super::{as_i64, as_u64, connect, schema, PgLedger};
+use super::{as_i64, as_u64, schema, PgLedger};
 use crate::ledger::codec::{AttemptRecord, AuditRecord, EventState};
 use crate::ledger::{
     Error, EventDetail, EventQuery, EventView, OpAction, OpDone, OpRefused, Operation, Page,
@@ -248,7 +248,7 @@ impl PgLedger {
             *guard = None;
         }
         if guard.is_none() {
-            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| db(&e))?);
+            *guard = Some(self.inner.shared.opts.connector.connect().map_err(|e| db(&e))?);
         }
         let client = guard.as_mut().expect("connected just above");
         let result = f(client);

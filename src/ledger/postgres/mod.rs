@@ -27,6 +27,7 @@
 mod admin;
 mod retention;
 pub mod schema;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,7 +36,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver, Sender};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::codec::truncate_utf8;
 use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
@@ -49,8 +51,8 @@ const RECONNECT_WAIT: Duration = Duration::from_millis(200);
 
 /// How to open the PostgreSQL ledger.
 pub struct PgOptions {
-    /// `ledger.url`.
-    pub url: String,
+    /// `ledger.url`, parsed, with its TLS connector.
+    pub connector: Connector,
     /// `ledger.pool_size` (>= 2): one dispatch connection, the rest admission writers.
     pub pool_size: usize,
     /// `ledger.lease`.
@@ -81,17 +83,40 @@ pub enum PgError {
     Spawn(std::io::Error),
 }
 
-/// Connects to `url` (no TLS: see `docs/postgres.md`).
-///
-/// # Errors
-/// The driver's error (unreachable, authentication, bad URL).
-pub fn connect(url: &str) -> Result<Client, postgres::Error> {
-    let mut config: postgres::Config = url.parse()?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(CONNECT_TIMEOUT);
+/// `ledger.url` ready to open connections: the driver's configuration (connect timeout
+/// [`CONNECT_TIMEOUT`] unless the URL sets one, `application_name = hookwall`) and the TLS
+/// connector of its `sslmode` / `sslrootcert` ([`tls`]).
+#[derive(Clone)]
+pub struct Connector {
+    config: postgres::Config,
+    tls: MakeRustlsConnect,
+}
+
+impl Connector {
+    /// Parses `url` and reads its CA file.
+    ///
+    /// # Errors
+    /// The messages of [`tls::Target::parse`] and [`tls::Target::connector`]: they never
+    /// contain the URL, which may hold a password.
+    pub fn new(url: &str) -> Result<Connector, String> {
+        let target = tls::Target::parse(url)?;
+        let tls = target.connector()?;
+        let mut config = target.config;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("hookwall");
+        Ok(Connector { config, tls })
     }
-    config.application_name("hookwall");
-    config.connect(NoTls)
+
+    /// Opens one connection.
+    ///
+    /// # Errors
+    /// The driver's error (unreachable, TLS refused or certificate not trusted,
+    /// authentication).
+    pub fn connect(&self) -> Result<Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
+    }
 }
 
 /// A dispatch-thread request.
@@ -137,7 +162,7 @@ impl PgLedger {
     /// [`PgError::Db`] when the database is unreachable, [`PgError::Schema`] when it is not
     /// migrated to this binary's version, [`PgError::Spawn`].
     pub fn open(opts: PgOptions, metrics: Arc<Metrics>) -> Result<PgLedger, PgError> {
-        let mut lease = connect(&opts.url)?;
+        let mut lease = opts.connector.connect()?;
         schema::check(&mut lease)?;
         let writers = opts.pool_size.saturating_sub(1).max(1);
         let shared = Arc::new(Shared {
@@ -290,7 +315,7 @@ fn as_u64(v: i64) -> u64 {
 
 /// A connection kept by a thread, reconnected after it broke.
 struct Conn {
-    url: String,
+    connector: Connector,
     client: Option<(Client, Statements)>,
 }
 
@@ -301,13 +326,20 @@ struct Statements {
     quarantine: Statement,
 }
 
+/// The admission INSERT. `order_stamp` (R22) is taken from the database's clock, not the
+/// node's: an event whose transaction started after another's committed gets a larger stamp
+/// whichever nodes admitted them. `× 2048 + n` keeps a batch's rows in batch order
+/// (`COMMIT_BATCH_MAX` < 2048; µs × 2048 fits an INT8 until about 2112).
 const INSERT: &str = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
         fingerprint, event_type, secret_id, signed_at, received_at_ms, content_type, body,
-        state, attempts, due_ms)
-    SELECT t, s, e, q, i, f, ty, k, sa, r, ct, b, 'received', 0, $13
+        state, attempts, due_ms, ordering_value, order_stamp)
+    SELECT t, s, e, q, i, f, ty, k, sa, r, ct, b, 'received', 0, $13, o,
+        CASE WHEN o IS NULL THEN NULL ELSE
+            (extract(epoch FROM statement_timestamp()) * 1000000)::INT8 * 2048 + n END
     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::INT8[], $5::INT4[], $6::BYTEA[],
-        $7::TEXT[], $8::TEXT[], $9::INT8[], $10::INT8[], $11::BYTEA[], $12::BYTEA[])
-        AS x (t, s, e, q, i, f, ty, k, sa, r, ct, b)
+        $7::TEXT[], $8::TEXT[], $9::INT8[], $10::INT8[], $11::BYTEA[], $12::BYTEA[],
+        $14::TEXT[]) WITH ORDINALITY
+        AS x (t, s, e, q, i, f, ty, k, sa, r, ct, b, o, n)
     ON CONFLICT (tenant, source, event_id) DO NOTHING
     RETURNING seq";
 
@@ -329,7 +361,7 @@ impl Conn {
             self.client = None;
         }
         if self.client.is_none() {
-            let mut c = connect(&self.url)?;
+            let mut c = self.connector.connect()?;
             let statements = Statements {
                 insert: c.prepare(INSERT)?,
                 existing: c.prepare(EXISTING)?,
@@ -343,7 +375,7 @@ impl Conn {
 
 /// One admission writer: drain, decide in one transaction, commit, reply.
 fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<()>) {
-    let mut conn = Conn { url: shared.opts.url.clone(), client: None };
+    let mut conn = Conn { connector: shared.opts.connector.clone(), client: None };
     loop {
         let first = select! {
             recv(rx) -> a => match a { Ok(a) => a, Err(_) => return },
@@ -456,6 +488,7 @@ fn admit_batch(
             &cols.content_type,
             &cols.body,
             &now_ms,
+            &cols.ordering,
         ],
     )?;
     // The winning fingerprint of every key of the batch.
@@ -527,6 +560,7 @@ struct Columns {
     received_at_ms: Vec<i64>,
     content_type: Vec<Option<Vec<u8>>>,
     body: Vec<Vec<u8>>,
+    ordering: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -543,17 +577,18 @@ impl Columns {
         self.received_at_ms.push(as_i64(a.received_at_ms));
         self.content_type.push(a.content_type.clone());
         self.body.push(a.body.clone());
+        self.ordering.push(a.ordering.clone());
     }
 }
 
 const SETTLE_DELIVERED: &str = "UPDATE hookwall_events SET state = 'delivered', attempts = $2,
     due_ms = NULL, lease_owner = NULL, settled_at_ms = $3 WHERE seq = $1 AND due_ms = $4
-    RETURNING source_index";
+    RETURNING source_index, ordering_value IS NOT NULL";
 const SETTLE_RETRY: &str = "UPDATE hookwall_events SET state = 'failed', attempts = $2,
     due_ms = $3, lease_owner = NULL, last_error = $5 WHERE seq = $1 AND due_ms = $4";
 const SETTLE_DEAD: &str = "UPDATE hookwall_events SET state = 'dead', attempts = $2,
     due_ms = NULL, lease_owner = NULL, settled_at_ms = $3, last_error = $5
-    WHERE seq = $1 AND due_ms = $4 RETURNING source_index";
+    WHERE seq = $1 AND due_ms = $4 RETURNING source_index, ordering_value IS NOT NULL";
 /// One settled attempt in the event's history (R20).
 const ATTEMPT: &str = "INSERT INTO hookwall_attempts (seq, at_ms, attempt, outcome, error)
     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
@@ -620,7 +655,7 @@ fn sweep_expired(shared: &Shared, client: &mut Option<Client>) {
         *client = None;
     }
     if client.is_none() {
-        match connect(&shared.opts.url) {
+        match shared.opts.connector.connect() {
             Ok(c) => *client = Some(c),
             Err(e) => {
                 tracing::error!(code = "ledger_write_failed", error = %schema::describe(&e), "PostgreSQL retention sweep could not connect; it is retried later.");
@@ -647,13 +682,15 @@ fn settle_batch(
         *client = None;
     }
     if client.is_none() {
-        *client = Some(connect(&shared.opts.url)?);
+        *client = Some(shared.opts.connector.connect()?);
     }
     let c = client.as_mut().expect("connected just above");
     let now_ms = as_i64(crate::clock::now_unix_ms());
     let mut tx = c.transaction()?;
     // (source index, dead) of every event this batch settled: the node's gauges.
     let mut settled = Vec::new();
+    // Whether an ordered event left its group (R22): the group's next event may be leased now.
+    let mut released = false;
     for job in batch {
         match job {
             Job::Settle(s) => {
@@ -665,6 +702,7 @@ fn settle_batch(
                     Outcome::Delivered { at_ms } => {
                         let rows =
                             tx.query(SETTLE_DELIVERED, &[&seq, &attempts, &as_i64(*at_ms), &due])?;
+                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), false)));
                         (rows.len(), "delivered", as_i64(*at_ms), None)
                     }
@@ -679,6 +717,7 @@ fn settle_batch(
                         let error = truncate_utf8(error, ATTEMPT_ERROR_BYTES_MAX);
                         let rows =
                             tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, &error])?;
+                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
                         settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), true)));
                         (rows.len(), "dead", now_ms, Some(error))
                     }
@@ -711,6 +750,9 @@ fn settle_batch(
         }
     }
     tx.commit()?;
+    if released {
+        shared.opts.notify.notify_one();
+    }
     let ledger = &shared.metrics.ledger;
     for (source, dead) in settled {
         let Ok(i) = usize::try_from(source) else { continue };
@@ -724,9 +766,22 @@ fn settle_batch(
     Ok(())
 }
 
+/// Leases due rows. An ordered row (R22) qualifies only as the head of its group: no
+/// unsettled row of the group (pending, retrying or leased by any node: `due_ms IS NOT NULL`)
+/// has a smaller `(order_stamp, seq)`. A head in flight or waiting for its retry therefore
+/// holds its group on every node; delivered or dead-lettered (`due_ms` NULL), it releases it.
 const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
     WHERE seq IN (
-        SELECT seq FROM hookwall_events WHERE due_ms <= $1 ORDER BY due_ms LIMIT $4
+        SELECT e.seq FROM hookwall_events AS e
+        WHERE e.due_ms <= $1
+            AND (e.ordering_value IS NULL OR NOT EXISTS (
+                SELECT 1 FROM hookwall_events AS g
+                WHERE g.tenant = e.tenant AND g.source = e.source
+                    AND g.ordering_value = e.ordering_value
+                    AND g.ordering_value IS NOT NULL AND g.due_ms IS NOT NULL
+                    AND (g.order_stamp < e.order_stamp
+                        OR (g.order_stamp = e.order_stamp AND g.seq < e.seq))))
+        ORDER BY e.due_ms LIMIT $4
         FOR UPDATE SKIP LOCKED)
     RETURNING seq, due_ms, tenant, source, event_id, source_index, attempts, received_at_ms,
         secret_id, signed_at, content_type, body";
@@ -743,7 +798,8 @@ impl PgLedger {
             *guard = None;
         }
         if guard.is_none() {
-            *guard = Some(connect(&self.inner.shared.opts.url).map_err(|e| schema::describe(&e))?);
+            *guard =
+                Some(self.inner.shared.opts.connector.connect().map_err(|e| schema::describe(&e))?);
         }
         let client = guard.as_mut().expect("connected just above");
         let result = f(client).map_err(|e| schema::describe(&e));
@@ -799,7 +855,8 @@ impl Inbox for PgLedger {
                     signed_at: row.get(9),
                     content_type: row.get(10),
                     body: row.get::<_, Option<Vec<u8>>>(11).unwrap_or_default(),
-                    // No ordering index on PostgreSQL (config refuses `ordering_key` there).
+                    // R22 is decided by the LEASE statement across nodes: only a group's
+                    // head is ever returned, so the dispatcher need not hold anything back.
                     ordering: None,
                 }
             })

@@ -112,6 +112,22 @@ pub const MIGRATIONS: &[Migration] = &[
             ON hookwall_rejected (received_at_ms)",
         ],
     },
+    Migration {
+        version: 3,
+        name: "ordering groups (R22)",
+        statements: &[
+            // `ordering_value`: the value at the source's `ordering_key` (NULL: unordered);
+            // `order_stamp`: the admission stamp that orders a group (the database's statement
+            // time in µs × 2048 + the row's place in its batch). A row is leased only while no
+            // unsettled row of its group (`due_ms IS NOT NULL`) has a smaller (order_stamp, seq).
+            "ALTER TABLE hookwall_events ADD COLUMN IF NOT EXISTS ordering_value TEXT",
+            "ALTER TABLE hookwall_events ADD COLUMN IF NOT EXISTS order_stamp BIGINT",
+            // The unsettled rows of each group in order: the lease's NOT EXISTS probe.
+            "CREATE INDEX IF NOT EXISTS hookwall_events_order
+            ON hookwall_events (tenant, source, ordering_value, order_stamp, seq)
+            WHERE ordering_value IS NOT NULL AND due_ms IS NOT NULL",
+        ],
+    },
 ];
 
 /// The schema version this binary serves on: the last migration's.
