@@ -10,6 +10,10 @@ pub enum Answer {
     MethodNotAllowed,
     /// 413: body over `body_bytes_max`.
     TooLarge,
+    /// 415: a `Content-Encoding` other than `identity` (e.g. a gzip-compressed body): the
+    /// signature covers the bytes as the provider sends them uncompressed, so none is decoded
+    /// or verified (issue 3's decision; docs/providers.md).
+    UnsupportedEncoding,
     /// 401: signature header missing or malformed.
     SignatureMissing,
     /// 401: no active key matches.
@@ -41,10 +45,11 @@ pub enum Answer {
 
 impl Answer {
     /// Every answer, in a fixed order (metric label index).
-    pub const ALL: [Answer; 16] = [
+    pub const ALL: [Answer; 17] = [
         Answer::UnknownSource,
         Answer::MethodNotAllowed,
         Answer::TooLarge,
+        Answer::UnsupportedEncoding,
         Answer::SignatureMissing,
         Answer::SignatureInvalid,
         Answer::Stale,
@@ -66,6 +71,7 @@ impl Answer {
             Answer::UnknownSource => "unknown_source",
             Answer::MethodNotAllowed => "method_not_allowed",
             Answer::TooLarge => "too_large",
+            Answer::UnsupportedEncoding => "unsupported_encoding",
             Answer::SignatureMissing => "signature_missing",
             Answer::SignatureInvalid => "signature_invalid",
             Answer::Stale => "stale",
@@ -93,6 +99,7 @@ impl Answer {
             Answer::Timeout => 408,
             Answer::Conflict => 409,
             Answer::TooLarge => 413,
+            Answer::UnsupportedEncoding => 415,
             Answer::HeadersTooLarge => 431,
             Answer::Unavailable | Answer::Overloaded => 503,
         }

@@ -59,6 +59,12 @@ impl Routes {
         if head.method != "POST" {
             return Err(Answer::MethodNotAllowed);
         }
+        if head.content_encoded {
+            // A compressed (or otherwise encoded) body: no provider of SPEC §4 sends one, and
+            // their signatures cover the bytes they send uncompressed. Refused from the head,
+            // before anything is read or verified; nothing is recorded.
+            return Err(Answer::UnsupportedEncoding);
+        }
         Ok(source)
     }
 }

@@ -110,6 +110,8 @@ struct Fields {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    /// A `Content-Encoding` other than `identity` (RFC 9110 §8.4).
+    content_encoded: bool,
     /// How many `Host` field lines were seen (RFC 9112 §3.2: exactly one in HTTP/1.1).
     hosts: usize,
 }
@@ -221,6 +223,7 @@ fn build_head(request: &httparse::Request<'_, '_>, len: usize) -> Result<ParsedH
         chunked: fields.chunked,
         expect_continue: http_11 && fields.expect_continue,
         keep_alive: !fields.close && (http_11 || fields.keep_alive),
+        content_encoded: fields.content_encoded,
     };
     Ok(ParsedHead { head, headers, len })
 }
@@ -275,6 +278,10 @@ impl Fields {
             self.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("host") {
             self.hosts += 1;
+        } else if name.eq_ignore_ascii_case("content-encoding") {
+            let coded = value.split(|b| *b == b',').map(<[u8]>::trim_ascii);
+            self.content_encoded |=
+                coded.filter(|c| !c.is_empty()).any(|c| !c.eq_ignore_ascii_case(b"identity"));
         }
         Ok(())
     }
@@ -809,6 +816,25 @@ left 0"#,
                 listed.join(" ")
             ),
         );
+    }
+
+    #[test]
+    fn content_encoding_other_than_identity_is_noted() {
+        let cases = [
+            ("", false),
+            ("Content-Encoding: identity\r\n", false),
+            ("Content-Encoding: IDENTITY , \r\n", false),
+            ("Content-Encoding: gzip\r\n", true),
+            ("Content-Encoding: identity, br\r\n", true),
+            ("Content-Encoding: identity\r\nContent-Encoding: deflate\r\n", true),
+        ];
+        for (headers, encoded) in cases {
+            let input = format!("POST /x HTTP/1.1\r\nHost: h\r\n{headers}\r\n");
+            let Frame::Head(head) = Framer::new(LIMITS).advance(input.as_bytes()).1 else {
+                panic!("{input:?}")
+            };
+            assert_eq!(head.content_encoded, encoded, "{input:?}");
+        }
     }
 
     #[test]

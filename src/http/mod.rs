@@ -75,6 +75,9 @@ pub struct Head {
     pub expect_continue: bool,
     /// Whether the connection stays open after the answer.
     pub keep_alive: bool,
+    /// Whether a `Content-Encoding` other than `identity` was declared (the body is
+    /// compressed or otherwise transformed: refused with 415, see [`crate::answer::Answer`]).
+    pub content_encoded: bool,
 }
 
 impl Head {
@@ -139,6 +142,7 @@ mod tests {
             chunked: false,
             expect_continue: false,
             keep_alive: true,
+            content_encoded: false,
         };
         let request = Request {
             method: "POST".to_owned(),

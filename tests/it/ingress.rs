@@ -471,7 +471,8 @@ on_both_io_and_postgres! {
 
 on_both_io_and_postgres! {
     /// SPEC §3, R13, R23, R24: answers decided before or without admission: 413 from the
-    /// declared length before the body is sent, 413 for an over-long chunked body, 431, 405,
+    /// declared length before the body is sent, 413 for an over-long chunked body, 415 for a
+    /// compressed body, 431, 405,
     /// 404, and 400 `schema_rejected` for a non-JSON body or one without an id. Nothing is
     /// forwarded.
     fn early_answers_and_schema_rejects(io: Io) {
@@ -508,6 +509,22 @@ on_both_io_and_postgres! {
         conn.send(&client::request("POST", path, &h, &small));
         expect(&conn.read_response(), 431, "headers_too_large", "head over header_bytes_max");
 
+        // 415: a declared Content-Encoding (a gzip-compressed body) is refused from the head,
+        // even when the bytes carry a valid signature; `identity` is no encoding (issue 3).
+        let zid = sign::unique_id("evt_gzip");
+        let zbody = sign::body(Provider::Stripe, &zid, "compressed");
+        for coding in ["gzip", "GZIP", "identity, gzip", "br"] {
+            let mut h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &zid, now, &zbody);
+            h.push(("Content-Encoding".to_owned(), coding.to_owned()));
+            let r = f.hw.post("stripe-a", &h, &zbody);
+            expect(&r, 415, "unsupported_encoding", &format!("Content-Encoding: {coding}"));
+            assert_eq!(r.header("connection"), Some("close"), "the body is not read: {r}");
+        }
+        let mut h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &zid, now, &zbody);
+        h.push(("Content-Encoding".to_owned(), "identity".to_owned()));
+        expect(&f.hw.post("stripe-a", &h, &zbody), 200, "accepted", "Content-Encoding: identity");
+        f.sink.wait_for_key(&stripe_a().key(&zid), 1, FORWARD_TIMEOUT);
+
         // 405 and 404.
         expect(&client::send_one(f.hw.ingress, "GET", path, &[], b""), 405, "method_not_allowed", "GET");
         let h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, now, &small);
@@ -530,7 +547,7 @@ on_both_io_and_postgres! {
         expect(&f.hw.deliver(&stripe_a(), &id, &small), 200, "accepted", "a fitting copy afterwards");
         f.sink.wait_for_key(&stripe_a().key(&id), 1, FORWARD_TIMEOUT);
         f.flush_with_marker();
-        assert_eq!(f.sink.recorded().len(), 2, "only the accepted event and the marker were forwarded");
+        assert_eq!(f.sink.recorded().len(), 3, "only the two accepted events and the marker were forwarded");
     }
 }
 
