@@ -165,6 +165,31 @@ on_both_io_and_postgres! {
     }
 }
 
+on_both_io! {
+    /// Issue 3's known failure class "a re-serialised JSON body": escapes a JSON library would
+    /// rewrite (`\/`, `\u0026`, upper-case `\u001B`) and a trailing CRLF verify as sent, are
+    /// forwarded byte for byte, and a copy is a duplicate; the same content re-serialised
+    /// (escapes decoded) is a different body: its signature, made over the original, fails.
+    fn escaped_json_verifies_and_is_forwarded_as_sent(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let source = stripe_a();
+        let id = sign::unique_id("evt_esc");
+        let mut body = sign::body(Provider::Stripe, &id, r"a\/b \u0026 c \u001B d");
+        body.extend_from_slice(b"\r\n");
+        let t = sign::now_unix_s();
+        expect(&f.hw.deliver_at(&source, &id, &body, t), 200, "accepted", "escaped body");
+        let fwd = f.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
+        assert_forward(&fwd[0], &source, &id, &body, 1, "k1");
+        expect(&f.hw.deliver_at(&source, &id, &body, t + 1), 200, "duplicate", "its retry");
+
+        let reserialised = String::from_utf8(body.clone()).expect("utf-8")
+            .replace(r"\/", "/").replace(r"\u0026", "&").replace("\r\n", "");
+        let headers = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, t, &body);
+        let r = f.hw.post(source.id, &headers, reserialised.as_bytes());
+        expect(&r, 401, "signature_invalid", "re-serialised by a proxy");
+    }
+}
+
 /// Flips the case of the first ASCII letter of `note` in `body` (the JSON stays valid).
 fn tamper(body: &[u8]) -> Vec<u8> {
     let mut out = body.to_vec();
