@@ -86,6 +86,16 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         body,
         keep_alive: false,
     };
+    // The server refuses a declared encoding from the head (415, docs/providers.md
+    // "Compressed bodies"): say so rather than judge bytes it would never verify.
+    let mut encodings = req.headers.iter().filter(|(name, _)| name == "content-encoding");
+    if encodings.any(|(_, value)| crate::http::is_content_encoded(value)) {
+        return Verdict::Rejected(
+            "unsupported_encoding: the delivery declares a Content-Encoding other than identity; \
+             hookwall answers it 415 without verifying it"
+                .to_owned(),
+        );
+    }
     if provider.signs_url() && captured.url.is_none() {
         return Verdict::Usage(format!(
             "--url is required: {} signs the URL it posted to",
@@ -225,6 +235,10 @@ mod tests {
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
         check("github", GH_SECRET, &["no colon"], body, "usage: --header");
+        let gzip = [GH_SIG, "Content-Encoding: gzip"];
+        check("github", GH_SECRET, &gzip, body, "rejected: unsupported_encoding");
+        let identity = [GH_SIG, "Content-Encoding: identity"];
+        check("github", GH_SECRET, &identity, body, "ok: authentic and fresh (github)");
         check("quickbooks", GH_SECRET, &[GH_SIG], body, "usage: unknown or unsupported provider");
         check("standard", "whsec_!!", &[], body, "usage: --secret");
         // The Standard Webhooks spec vector, judged at its timestamp and 301 s later.

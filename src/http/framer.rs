@@ -279,9 +279,7 @@ impl Fields {
         } else if name.eq_ignore_ascii_case("host") {
             self.hosts += 1;
         } else if name.eq_ignore_ascii_case("content-encoding") {
-            let coded = value.split(|b| *b == b',').map(<[u8]>::trim_ascii);
-            self.content_encoded |=
-                coded.filter(|c| !c.is_empty()).any(|c| !c.eq_ignore_ascii_case(b"identity"));
+            self.content_encoded |= super::is_content_encoded(value);
         }
         Ok(())
     }

@@ -80,6 +80,16 @@ pub struct Head {
     pub content_encoded: bool,
 }
 
+/// Whether a `Content-Encoding` field value names a coding other than `identity` (RFC 9110
+/// §8.4: a comma-separated list; names are case-insensitive). hookwall answers such a
+/// delivery 415 without reading or verifying it (docs/providers.md, "Compressed bodies").
+pub fn is_content_encoded(value: &[u8]) -> bool {
+    value
+        .split(|b| *b == b',')
+        .map(<[u8]>::trim_ascii)
+        .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"))
+}
+
 impl Head {
     /// The path part of the target (see [`target_path`]).
     pub fn path(&self) -> &str {
