@@ -67,9 +67,11 @@ impl SslMode {
             "require" => Ok(SslMode::Require),
             "verify-ca" => Ok(SslMode::VerifyCa),
             "verify-full" => Ok(SslMode::VerifyFull),
-            other => Err(format!(
-                "sslmode {other:?} is not one of disable, prefer, require, verify-ca, verify-full"
-            )),
+            // The value is not echoed: in a mis-quoted key=value string it may run on into the
+            // password.
+            _ => Err("sslmode is not one of disable, prefer, require, verify-ca, verify-full \
+                      (its value is not shown: it may hold a password)"
+                .to_owned()),
         }
     }
 }
@@ -135,8 +137,24 @@ impl Target {
             ));
         }
         let mut config: postgres::Config = rest.parse().map_err(|e: postgres::Error| {
-            // The driver's parse errors name the option, never the password's value.
-            format!("is not a PostgreSQL connection string: {}", super::schema::describe(&e))
+            // The driver's message quotes what it could not take, which can be the password
+            // (a URL it did not recognise as one is read as a key); only a plain option name is
+            // repeated.
+            let text = super::schema::describe(&e);
+            let option = text
+                .split_once("unknown option `")
+                .and_then(|(_, rest)| rest.split_once('`'))
+                .map(|(name, _)| name)
+                .filter(|name| {
+                    (1..=40).contains(&name.len())
+                        && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                });
+            match option {
+                Some(name) => {
+                    format!("is not a PostgreSQL connection string: unknown option `{name}`")
+                }
+                None => NOT_A_CONNECTION_STRING.to_owned(),
+            }
         })?;
         config.ssl_mode(match mode {
             SslMode::Disable => postgres::config::SslMode::Disable,
@@ -304,11 +322,26 @@ impl ServerCertVerifier for AnyCertificate {
     }
 }
 
+/// What a `ledger.url` the driver cannot read is told, without any part of it.
+const NOT_A_CONNECTION_STRING: &str = "is not a PostgreSQL connection string (a libpq URL \
+    `postgres://user:password@host:port/db?sslmode=…` or key=value pairs `host=… user=…`); \
+    its text is not shown: it may hold a password";
+
 /// Removes `sslmode` and `sslrootcert` from `url`, returning the rest (byte for byte otherwise)
 /// and the removed `(key, value)` pairs, values decoded.
+///
+/// # Errors
+/// A URL with more than one `?`: the query cannot be told from an unencoded `?` in the user
+/// name or password, and reading the wrong part would drop `sslmode` (a silent downgrade to
+/// `prefer`), so it is refused with what to do.
 fn take_tls_params(url: &str) -> Result<(String, Vec<(String, String)>), String> {
     let mut params = Vec::new();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        if url.matches('?').count() > 1 {
+            return Err("has more than one `?`: percent-encode `?` as %3F in the user name and \
+                        password (only the query starts with `?`)"
+                .to_owned());
+        }
         let Some((head, query)) = url.split_once('?') else { return Ok((url.to_owned(), params)) };
         let mut kept = Vec::new();
         for pair in query.split('&') {
@@ -368,7 +401,7 @@ fn key_values(s: &str) -> Result<Vec<(String, String, Range<usize>)>, String> {
         let key = s[start..i].to_owned();
         i = skip_ws(i);
         if bytes.get(i) != Some(&b'=') {
-            return Err(format!("is not a PostgreSQL connection string: {key:?} has no `=`"));
+            return Err(format!("{NOT_A_CONNECTION_STRING} (a word without `=`)"));
         }
         i = skip_ws(i + 1);
         let mut value = Vec::new();
@@ -378,8 +411,7 @@ fn key_values(s: &str) -> Result<Vec<(String, String, Range<usize>)>, String> {
                 match bytes.get(i) {
                     None => {
                         return Err(format!(
-                            "is not a PostgreSQL connection string: the value of {key:?} has \
-                             no closing quote"
+                            "{NOT_A_CONNECTION_STRING} (a value without its closing quote)"
                         ))
                     }
                     Some(b'\'') => {
@@ -441,13 +473,19 @@ mod tests {
     #[test]
     fn tls_parameter_errors_are_precise_and_never_echo_the_password() {
         for (url, expected) in [
-            ("postgres://hw:pw1@db/h?sslmode=bogus", "sslmode \"bogus\" is not one of"),
+            ("postgres://hw:pw1@db/h?sslmode=bogus", "sslmode is not one of"),
+            ("host=db sslmode='verify-full password=pw1'", "sslmode is not one of"),
+            ("POSTGRES://hw:pw1@db:1/hw", "its text is not shown"),
+            (" postgres://hw:pw1@db:1/hw", "its text is not shown"),
+            ("postgress://hw:pw1@db:1/hw", "its text is not shown"),
+            ("host=db user=hw password=my pw1", "a word without `=`"),
+            ("postgres://hw:pw1?x@db/h?sslmode=require", "more than one `?`"),
             ("postgres://hw:pw1@db/h?sslmode=verify-full", "sslmode=verify-full needs sslrootcert"),
             ("host=db password=pw1 sslmode=verify-ca", "sslmode=verify-ca needs sslrootcert"),
             ("host=db password=pw1 sslrootcert=system", "sslrootcert=system is not supported"),
             ("host=db password=pw1 sslmode=require sslmode=disable", "sslmode is given twice"),
-            ("host=db password='pw1", "no closing quote"),
-            ("postgres://hw:pw1@db/h?sslcert=x", "unknown option"),
+            ("host=db password='pw1", "without its closing quote"),
+            ("postgres://hw:pw1@db/h?sslcert=x", "unknown option `sslcert`"),
         ] {
             let e = Target::parse(url).unwrap_err();
             assert!(e.contains(expected), "{url}: {e}");
