@@ -442,8 +442,10 @@ impl Provider {
 /// # Errors
 /// A message naming what is wrong with the secret's form (never the secret itself).
 pub fn key(provider: Provider, secret: &str) -> Result<Key, String> {
-    if secret.is_empty() {
-        return Err("secret is empty".to_owned());
+    // Whitespace only counts as empty: several key forms are trimmed before decoding (an
+    // Adyen hex key, a PEM), and an empty HMAC key is one anybody can sign with.
+    if secret.trim().is_empty() {
+        return Err("secret is empty (or only whitespace)".to_owned());
     }
     match provider {
         Provider::Stripe
@@ -507,8 +509,8 @@ pub fn key_with(
     options: &options::SchemeOptions,
     secret: &str,
 ) -> Result<Key, String> {
-    if secret.is_empty() {
-        return Err("secret is empty".to_owned());
+    if secret.trim().is_empty() {
+        return Err("secret is empty (or only whitespace)".to_owned());
     }
     match (provider, options.hmac.as_deref()) {
         (Provider::Github, _) if options.legacy_sha1 => Ok(Key::Hmac(ring::hmac::Key::new(

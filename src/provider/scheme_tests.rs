@@ -533,3 +533,27 @@ fn hmac_table_section_form() {
         ("ev-9", Some("invoice.paid"))
     );
 }
+
+#[test]
+fn a_blank_secret_is_refused_for_every_provider() {
+    // A whitespace-only secret used to become an empty key after a provider's own trimming
+    // (Adyen's hex key): an HMAC anybody can compute. Every provider refuses it at load.
+    for provider in crate::provider::Provider::ALL {
+        let extra = match provider {
+            crate::provider::Provider::Hmac => {
+                "hmac = { header = \"X-Sig\", algorithm = \"sha256\", encoding = \"hex\", \
+                 content = \"{body}\", id = { json = \"/id\" } }"
+            }
+            _ => "",
+        };
+        for blank in ["", " ", " \t "] {
+            let errors = load(provider.name(), &[blank], extra)
+                .expect_err(&format!("{}: a blank secret must be refused", provider.name()));
+            assert!(
+                errors.iter().any(|e| e.contains("secret is empty (or only whitespace)")),
+                "{}: {errors:?}",
+                provider.name()
+            );
+        }
+    }
+}
