@@ -62,6 +62,10 @@ pub const QUEUE_DELAY_TARGET: std::time::Duration = std::time::Duration::from_mi
 /// longer than [`QUEUE_DELAY_TARGET`] (five targets: a burst drains well within it).
 pub const QUEUE_DELAY_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// Queue-delay shedding: the fewest requests an interval must have seen to call its queue
+/// standing (a quiet core with a few slow requests is not saturated).
+pub const QUEUE_DELAY_SAMPLES_MIN: u32 = 16;
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

@@ -43,7 +43,7 @@ const ACK_LATENCY: Family = Family {
 const SHED: Family = Family {
     name: "hookwall_ingress_shed_total",
     kind: "counter",
-    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, by source.",
+    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, or because they waited over 50 ms for a saturated core, by source.",
 };
 const DEADLINE_MISSES: Family = Family {
     name: "hookwall_ingress_deadline_misses_total",

@@ -17,6 +17,22 @@ const VEC_WRITE: &str = "writing into a Vec<u8> cannot fail";
 /// JSON string (RFC 8259 §7); the body is framed by `Content-Length` (RFC 9112 §6.2). Pass
 /// `keep_alive = false` for every framing error: the connection is closed after it.
 pub fn write_answer(out: &mut Vec<u8>, answer: Answer, event_id: Option<&str>, keep_alive: bool) {
+    write_answer_with(out, answer, event_id, keep_alive, true);
+}
+
+/// The head [`write_answer`] would write, without the body: the answer to a `HEAD` request
+/// (RFC 9110 §9.3.2; `Content-Length` still states the body a POST would have got).
+pub fn write_answer_head(out: &mut Vec<u8>, answer: Answer, keep_alive: bool) {
+    write_answer_with(out, answer, None, keep_alive, false);
+}
+
+fn write_answer_with(
+    out: &mut Vec<u8>,
+    answer: Answer,
+    event_id: Option<&str>,
+    keep_alive: bool,
+    with_body: bool,
+) {
     let status = answer.http_status();
     let body_bytes = body_len(answer.code(), event_id);
     write!(
@@ -39,6 +55,9 @@ pub fn write_answer(out: &mut Vec<u8>, answer: Answer, event_id: Option<&str>, k
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
+    if !with_body {
+        return;
+    }
     let body_start = out.len();
     write_body(out, answer.code(), event_id);
     assert_eq!(out.len() - body_start, body_bytes, "Content-Length matches the body");

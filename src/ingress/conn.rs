@@ -31,6 +31,8 @@ enum Body<'a> {
     Challenge(&'a str, &'a [u8]),
     /// No body: the 200 to a URL-check `HEAD` (Mandrill).
     HeadOk,
+    /// The answer's head only: any answer to a `HEAD` request (RFC 9110 §9.3.2).
+    JsonHead,
 }
 use crate::limits::ACK_DEADLINE_SHED_SHARE;
 use crate::metrics::CoreStats;
@@ -425,7 +427,9 @@ impl Conn {
             }
             Err(answer) => {
                 let source = pipeline.routes.lookup(head.path());
-                self.answer(ctx, source, answer, None, false, None);
+                // A HEAD (to another provider's source, or nowhere) gets the head only.
+                let body = if head.method == "HEAD" { Body::JsonHead } else { Body::Json };
+                self.respond(ctx, source, answer, None, false, None, body);
             }
         }
     }
@@ -587,6 +591,7 @@ impl Conn {
                 http::write_challenge(&mut self.output, content_type, body, keep_alive);
             }
             Body::Json => http::write_answer(&mut self.output, answer, event_id, keep_alive),
+            Body::JsonHead => http::write_answer_head(&mut self.output, answer, keep_alive),
         }
         ctx.stats.count(source, answer);
         if let (Some(source), Some(read_at)) = (source, read_at) {
@@ -687,7 +692,9 @@ mod tests {
         let start =
             now.checked_sub(QUEUE_DELAY_INTERVAL + Duration::from_millis(1)).expect("uptime");
         let mut overload = Overload::new(start);
-        assert!(!overload.observe(2 * QUEUE_DELAY_TARGET, start));
+        for _ in 0..crate::limits::QUEUE_DELAY_SAMPLES_MIN {
+            assert!(!overload.observe(2 * QUEUE_DELAY_TARGET, start));
+        }
         *ctx.overload.borrow_mut() = overload;
     }
 
@@ -724,6 +731,24 @@ mod tests {
         let status = answer_to_request_that_waited(&ctx, Duration::ZERO);
         assert_eq!(status, "HTTP/1.1 401 Unauthorized");
         assert_eq!(ctx.stats.shed_and_misses(0).0, 0);
+    }
+
+    #[test]
+    fn an_answer_to_head_has_no_body() {
+        // RFC 9110 §9.3.2: 405 for HEAD to a (non-mandrill) source, 404 for HEAD to nowhere.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(dir.path());
+        for (target, status) in [("/webhooks/s", "405"), ("/webhooks/nope", "404")] {
+            let mut conn = Conn::new(&ctx, clock::monotonic());
+            let request = format!("HEAD {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(conn.receive(request.as_bytes(), clock::monotonic()), Received::Ok);
+            let mut never = || -> Reply { panic!("a HEAD is never admitted") };
+            assert_eq!(conn.process(&ctx, &mut never), Step::Close);
+            let text = String::from_utf8(conn.output).expect("answers are text");
+            assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+            assert!(text.ends_with("\r\n\r\n"), "the head only: {text:?}");
+            assert!(text.contains("Content-Length: "), "{text}");
+        }
     }
 
     #[test]

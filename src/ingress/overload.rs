@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::limits::{QUEUE_DELAY_INTERVAL, QUEUE_DELAY_TARGET};
+use crate::limits::{QUEUE_DELAY_INTERVAL, QUEUE_DELAY_SAMPLES_MIN, QUEUE_DELAY_TARGET};
 
 /// One core's shedding state (the core's thread only; no locks).
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub struct Overload {
     window_start: Instant,
     /// Least queue delay seen in the current interval (`None`: no request yet).
     window_min: Option<Duration>,
+    /// Requests seen in the current interval.
+    window_count: u32,
     /// The previous interval's verdict: every request in it waited over the target.
     shedding: bool,
 }
@@ -38,7 +40,7 @@ pub struct Overload {
 impl Overload {
     /// Not shedding; the first interval starts at `now`.
     pub fn new(now: Instant) -> Overload {
-        Overload { window_start: now, window_min: None, shedding: false }
+        Overload { window_start: now, window_min: None, window_count: 0, shedding: false }
     }
 
     /// Records the queue delay `delay` of a request processed at `now` and says whether to shed
@@ -49,12 +51,19 @@ impl Overload {
         if elapsed >= QUEUE_DELAY_INTERVAL {
             // A window that spans a silent interval (no request processed) is stale: the queue
             // it measured has had time to drain.
+            // A standing queue needs requests to stand in: a few slow ones on a quiet core (one
+            // long loop turn, whose every request gets its length as an upper-bound wait) are
+            // not one.
             let fresh = elapsed < 2 * QUEUE_DELAY_INTERVAL;
-            self.shedding = fresh && self.window_min.is_some_and(|min| min > QUEUE_DELAY_TARGET);
+            let busy = self.window_count >= QUEUE_DELAY_SAMPLES_MIN;
+            self.shedding =
+                fresh && busy && self.window_min.is_some_and(|min| min > QUEUE_DELAY_TARGET);
             self.window_start = now;
             self.window_min = None;
+            self.window_count = 0;
         }
         self.window_min = Some(self.window_min.map_or(delay, |min| min.min(delay)));
+        self.window_count = self.window_count.saturating_add(1);
         self.shedding && delay > QUEUE_DELAY_TARGET
     }
 
@@ -136,6 +145,26 @@ mod tests {
         // The queue drains: an interval whose minimum is under the target ends the shedding.
         run(&mut o, &mut t, QUEUE_DELAY_INTERVAL, |_| MS);
         assert!(!o.observe(over, t + QUEUE_DELAY_INTERVAL));
+        assert!(!o.shedding());
+    }
+
+    #[test]
+    fn sparse_slow_requests_are_not_a_standing_queue() {
+        // The reviewer's case: two requests 300 ms apart, each with a 60 ms estimated wait, on a
+        // core that is mostly idle: the second must not be shed.
+        let t0 = crate::clock::monotonic();
+        let mut o = Overload::new(t0);
+        let slow = QUEUE_DELAY_TARGET + 10 * MS;
+        assert!(!o.observe(slow, t0 + QUEUE_DELAY_INTERVAL * 4));
+        assert!(!o.observe(slow, t0 + QUEUE_DELAY_INTERVAL * 5 + 50 * MS));
+        // Fewer than the minimum count in an interval, all slow: still no verdict.
+        let mut t = t0 + QUEUE_DELAY_INTERVAL * 10;
+        let mut o = Overload::new(t);
+        for _ in 1..QUEUE_DELAY_SAMPLES_MIN {
+            assert!(!o.observe(slow, t));
+        }
+        t += QUEUE_DELAY_INTERVAL;
+        assert!(!o.observe(slow, t));
         assert!(!o.shedding());
     }
 
