@@ -9,11 +9,16 @@
 # 127.0.0.1 only; every segment is bounded by its request count and by SEGMENT_TIMEOUT_S.
 #
 # Usage: benches/soak.sh [RESULTS_DIR]           (default: bench-results/soak-<UTC time>)
+#        installs Debian's nginx when it is missing (its system service is not used).
 # Environment: STEPS (default 10), STEP_EVENTS (default 1000000), CONNECTIONS (default 64),
 #              SEGMENT_TIMEOUT_S (default 1800), CARGO_TARGET_DIR (default target),
 #              WORK_DIR (ledger etc.; must not be tmpfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,18p' "$0" | cut -c3-; exit 0 ;;
+  -*) echo "usage: benches/soak.sh [RESULTS_DIR]  (see --help)" >&2; exit 2 ;;
+esac
 
 STEPS="${STEPS:-10}"
 STEP_EVENTS="${STEP_EVENTS:-1000000}"
@@ -33,6 +38,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+if [ "$(stat -f -c %T "$work")" = "tmpfs" ]; then
+  log "warning: $work is on tmpfs: fsync costs nothing there; set WORK_DIR to a disk directory"
+fi
 
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   log "== installing nginx (Debian package; its system service is not used)"
@@ -118,10 +127,15 @@ HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" 
 pids+=($!)
 hw_pid=$!
 
+ready=0
 for _ in $(seq 300); do
-  if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/readyz" || true)" = "200" ]; then break; fi
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/readyz" || true)" = "200" ]; then ready=1; break; fi
   sleep 0.1
 done
+if [ "$ready" != 1 ]; then
+  log "error: hookwall did not become ready within 30 s; its log: $results/hookwall.stderr"
+  exit 1
+fi
 
 metric_sum() { # FAMILY: the sum of its samples on /metrics
   curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($1, k) == 1 && ($1 == k || substr($1, length(k) + 1, 1) == "{") { s += $2 } END { print s + 0 }'
@@ -142,7 +156,10 @@ for step in $(seq "$STEPS"); do
   "${client_pin[@]}" timeout "$SEGMENT_TIMEOUT_S" "$HOOKWALL" loadgen \
     --target "http://127.0.0.1:$HW_PORT/webhooks/stripe-soak" --provider stripe --secret "$SECRET" \
     --max --connections "$CONNECTIONS" --requests "$STEP_EVENTS" --duration 1h --json \
-    >"$results/segment_$step.json"
+    >"$results/segment_$step.json" || {
+    log "error: segment $step failed or exceeded SEGMENT_TIMEOUT_S=${SEGMENT_TIMEOUT_S}s; the rows above stand"
+    exit 1
+  }
   rate="$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.0f' % (r['status'].get('accepted', 0) / r['elapsed_s']))" "$results/segment_$step.json")"
   echo "| $((step * STEP_EVENTS)) | $rate | $(( $(status_kib VmRSS) / 1024 )) | $(( $(status_kib VmHWM) / 1024 )) | $(metric_sum hookwall_inbox_pending) | $(( $(du -sk "$work/ledger" | cut -f1) / 1024 )) |" \
     | tee -a "$results/summary.md"
