@@ -716,11 +716,24 @@ mod tests {
     fn a_saturated_core_sheds_a_request_that_waited_past_the_target_before_verifying_it() {
         let dir = tempfile::tempdir().expect("temp dir");
         let ctx = ctx(dir.path());
-        saturate(&ctx);
-        // Unsigned: had it reached verification it would be a 401; it is refused before.
-        let status = answer_to_request_that_waited(&ctx, 3 * QUEUE_DELAY_TARGET);
-        assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
-        assert_eq!(ctx.stats.shed_and_misses(0).0, 1);
+        // The verdict is only fresh for one more interval: a test thread descheduled that long
+        // (a loaded CI machine) measures again instead of failing.
+        for attempt in 1..=5 {
+            let started = clock::monotonic();
+            saturate(&ctx);
+            // Unsigned: had it reached verification it would be a 401; it is refused before.
+            let status = answer_to_request_that_waited(&ctx, 3 * QUEUE_DELAY_TARGET);
+            if status != "HTTP/1.1 503 Service Unavailable"
+                && clock::monotonic().duration_since(started)
+                    > QUEUE_DELAY_INTERVAL - Duration::from_millis(5)
+                && attempt < 5
+            {
+                continue;
+            }
+            assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+            assert_eq!(ctx.stats.shed_and_misses(0).0, 1);
+            return;
+        }
     }
 
     #[test]
