@@ -59,9 +59,13 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),
     };
     let mut headers = Vec::with_capacity(captured.headers.len());
-    for line in &captured.headers {
+    for (n, line) in captured.headers.iter().enumerate() {
         let Some((name, value)) = line.split_once(':') else {
-            return Verdict::Usage(format!("--header {line:?}: expected 'Name: value'"));
+            // Not echoed: a mistyped `Authorization` line is a credential.
+            return Verdict::Usage(format!(
+                "--header number {}: expected 'Name: value' (no ':' found; the line is not shown)",
+                n + 1
+            ));
         };
         headers.push((name.trim().to_ascii_lowercase(), value.trim().as_bytes().to_vec()));
     }
@@ -234,7 +238,23 @@ mod tests {
         check("github", GH_SECRET, &[GH_SIG], body, "ok: authentic and fresh (github)");
         check("github", "wrong", &[GH_SIG], body, "rejected: signature_invalid");
         check("github", GH_SECRET, &[], body, "rejected: signature_missing");
-        check("github", GH_SECRET, &["no colon"], body, "usage: --header");
+        check("github", GH_SECRET, &["no colon"], body, "usage: --header number 1: expected");
+        let credential = [GH_SIG, "Authorization Basic dXNlcjpzM2NyZXQ="];
+        let got = judge(
+            &Captured {
+                provider: "github".to_owned(),
+                secret: GH_SECRET.to_owned(),
+                headers: credential.iter().map(|h| (*h).to_owned()).collect(),
+                url: None,
+                at_unix_s: 1_614_265_330,
+                scheme: Vec::new(),
+            },
+            body.to_vec(),
+        );
+        assert!(
+            matches!(&got, Verdict::Usage(w) if w.starts_with("--header number 2") && !w.contains("dXNlcjpz")),
+            "{got:?}"
+        );
         let gzip = [GH_SIG, "Content-Encoding: gzip"];
         check("github", GH_SECRET, &gzip, body, "rejected: unsupported_encoding");
         let identity = [GH_SIG, "Content-Encoding: identity"];
