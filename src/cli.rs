@@ -141,7 +141,7 @@ fn migrate(arg: &ConfigArg) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{}: ledger.url: {e}", config.path.display());
+            eprintln!("{}: ledger.url (server {}): {e}", config.path.display(), connector.server());
             ExitCode::from(1)
         }
     }

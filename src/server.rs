@@ -154,6 +154,7 @@ fn open_ledger(
         let node = format!("{}:{}", hostname(), std::process::id());
         let connector = crate::ledger::postgres::Connector::new(&pg.url)
             .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
+        let server = connector.server();
         let opts = PgOptions {
             connector,
             pool_size: pg.pool_size,
@@ -167,8 +168,9 @@ fn open_ledger(
                 now_ms: Arc::new(crate::clock::now_unix_ms),
             }),
         };
-        let ledger = PgLedger::open(opts, Arc::clone(metrics))
-            .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
+        let ledger = PgLedger::open(opts, Arc::clone(metrics)).map_err(|e| {
+            anyhow::anyhow!("{}: ledger.url (server {server}): {e}", config.path.display())
+        })?;
         tracing::info!(
             code = "ledger_postgres",
             pool_size = pg.pool_size,

@@ -109,6 +109,23 @@ impl Connector {
         Ok(Connector { config, tls })
     }
 
+    /// Where connections go, for messages: `host:port` per configured host (a unix socket
+    /// directory as its path), comma-separated. Never the user, password or options.
+    pub fn server(&self) -> String {
+        let ports = self.config.get_ports();
+        let port = |i: usize| ports.get(i).or_else(|| ports.first()).copied().unwrap_or(5432);
+        let hosts = self.config.get_hosts().iter().enumerate().map(|(i, host)| match host {
+            postgres::config::Host::Tcp(name) => format!("{name}:{}", port(i)),
+            postgres::config::Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
+        });
+        let list: Vec<String> = hosts.collect();
+        if list.is_empty() {
+            "the default server".to_owned()
+        } else {
+            list.join(", ")
+        }
+    }
+
     /// Opens one connection.
     ///
     /// # Errors

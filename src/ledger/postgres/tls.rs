@@ -496,6 +496,21 @@ mod tests {
     }
 
     #[test]
+    fn the_server_is_named_without_user_password_or_options() {
+        let server = |url: &str| super::super::Connector::new(url).unwrap().server();
+        assert_eq!(
+            server("postgres://hw:pw1@db.internal:6432/h?sslmode=disable"),
+            "db.internal:6432"
+        );
+        assert_eq!(
+            server("host=/run/pg port=5433 password=pw1 sslmode=disable"),
+            "/run/pg/.s.PGSQL.5433"
+        );
+        assert_eq!(server("host=a,b port=1,2 sslmode=disable"), "a:1, b:2");
+        assert_eq!(server("host=a user=u sslmode=disable"), "a:5432");
+    }
+
+    #[test]
     fn an_unreadable_or_empty_ca_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.pem");
