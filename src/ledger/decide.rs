@@ -976,22 +976,9 @@ pub fn due<S: ShardStore>(
             .expect("a schedule entry has its inbox record")
             .expect("inbox records decode");
         let c = claim(s, &r.key)?.expect("an inbox record has its claim");
-        out.push(DueEvent {
-            shard,
-            seq,
-            due_ms,
-            key: r.key,
-            source: r.source,
-            attempts: c.attempts,
-            received_at_ms: r.received_at_ms,
-            secret_id: r.secret_id,
-            signed_at: r.signed_at,
-            content_type: r.content_type,
-            body: r.body,
-            // The simulator configures no `ordering_key` (R22 is covered by the ledger's and
-            // the real binary's tests), so its events are unordered.
-            ordering: None,
-        });
+        // The simulator configures no `ordering_key` (R22 is covered by the ledger's and the
+        // real binary's tests), so its events are unordered.
+        out.push(DueEvent::from_record((shard, seq, due_ms), r, c.attempts, None));
     }
     Ok(out)
 }

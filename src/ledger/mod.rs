@@ -177,6 +177,33 @@ pub struct DueEvent {
     pub ordering: Option<OrderPlace>,
 }
 
+impl DueEvent {
+    /// The due event of schedule entry `(due_ms, seq)` of `shard`, from its inbox `record` and
+    /// what its claim says (`attempts` made, `ordering` place): the one construction shared by
+    /// the RocksDB reader and the sans-IO decisions the simulator runs.
+    pub(crate) fn from_record(
+        (shard, seq, due_ms): (usize, u64, u64),
+        record: codec::InboxRecord,
+        attempts: u32,
+        ordering: Option<OrderPlace>,
+    ) -> DueEvent {
+        DueEvent {
+            shard,
+            seq,
+            due_ms,
+            key: record.key,
+            source: record.source,
+            attempts,
+            received_at_ms: record.received_at_ms,
+            secret_id: record.secret_id,
+            signed_at: record.signed_at,
+            content_type: record.content_type,
+            body: record.body,
+            ordering,
+        }
+    }
+}
+
 /// The result of one attempt, as decided by the dispatcher's classification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {

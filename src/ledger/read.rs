@@ -425,20 +425,7 @@ impl Ledger {
                 .get_cf(store::cf(db, &claims), &r.key)?
                 .ok_or_else(|| missing("claim of an inbox record"))?;
             let c = codec::decode_claim(&c).map_err(|e| store::corrupt(&claims, e))?;
-            out.push(DueEvent {
-                shard,
-                seq,
-                due_ms,
-                key: r.key,
-                source: r.source,
-                attempts: c.attempts,
-                received_at_ms: r.received_at_ms,
-                secret_id: r.secret_id,
-                signed_at: r.signed_at,
-                content_type: r.content_type,
-                body: r.body,
-                ordering: c.ordering,
-            });
+            out.push(DueEvent::from_record((shard, seq, due_ms), r, c.attempts, c.ordering));
         }
         Ok(out)
     }
