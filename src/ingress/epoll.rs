@@ -38,8 +38,8 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let ctx = Rc::new(ctx);
         let lag = Rc::new(Cell::new(Duration::ZERO));
-        let probe = tokio::task::spawn_local(probe_lag(Rc::clone(&lag)));
         let open = Rc::new(Cell::new(0usize));
+        let probe = tokio::task::spawn_local(probe_lag(Rc::clone(&lag), Rc::clone(&open)));
         let stopping = Rc::new(Cell::new(false));
         let mut accept_errors = AcceptErrors::new();
         while !stop.load(Ordering::Acquire) {
@@ -79,12 +79,14 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
     })
 }
 
-/// Measures, every [`LAG_PROBE_EVERY`], how late this core wakes a timer: the time a ready
-/// task waits for its turn, which a request that just became readable waits too. Kept in
-/// `lag` as the core's queue-delay estimate ([`super::overload`]).
-async fn probe_lag(lag: Rc<Cell<Duration>>) {
+/// Measures, every [`LAG_PROBE_EVERY`] while connections are open (every [`TICK`] on an
+/// idle core, which then need not wake often), how late this core wakes a timer: the time a
+/// ready task waits for its turn, which a request that just became readable waits too. Kept
+/// in `lag` as the core's queue-delay estimate ([`super::overload`]).
+async fn probe_lag(lag: Rc<Cell<Duration>>, open: Rc<Cell<usize>>) {
     loop {
-        let due = clock::monotonic() + LAG_PROBE_EVERY;
+        let every = if open.get() == 0 { TICK } else { LAG_PROBE_EVERY };
+        let due = clock::monotonic() + every;
         tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
         // tokio's timer has a 1 ms resolution: lateness under it is not queueing.
         let late = clock::monotonic().saturating_duration_since(due);
