@@ -32,6 +32,8 @@ mkdir -p "$results"
 results="$(cd "$results" && pwd)"
 work="$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/hookwall-e2e.XXXXXX")"
 log() { printf '%s\n' "$*" >&2; }
+# shellcheck source=benches/common.sh
+. benches/common.sh
 
 pids=()
 pg_stop=()
@@ -43,17 +45,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ "$(stat -f -c %T "$work")" = "tmpfs" ]; then
-  log "warning: $work is on tmpfs: fsync costs nothing there; set WORK_DIR to a disk directory"
-fi
+warn_if_tmpfs "$work"
 
 # ---- tools
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  log "== installing nginx (Debian package; its system service is not used)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
-fi
-NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+ensure_nginx
 
 log "== building hookwall and the ledger bench (release)"
 cargo build --release --bin hookwall -q
@@ -82,33 +77,12 @@ on_client() { "${client_pin[@]}" "$@"; }
 server_ncpu="$(on_server nproc)"
 client_ncpu="$(on_client nproc)"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 NGINX_PORT="$(free_port)"
 HW_PORT="$(free_port)"
 ADMIN_PORT="$(free_port)"
 
 # ---- nginx: its own instance on a loopback port, temp config; static 200 everywhere.
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes $server_ncpu;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx/body;
-  proxy_temp_path $work/nginx/proxy;
-  fastcgi_temp_path $work/nginx/fastcgi;
-  uwsgi_temp_path $work/nginx/uwsgi;
-  scgi_temp_path $work/nginx/scgi;
-  keepalive_requests 10000000;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    location / { return 200 '{"status":"ok"}'; }
-  }
-}
-EOF
+write_nginx_conf "$work/nginx" "$NGINX_PORT" "$server_ncpu" 8192
 "${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
 pids+=($!)
 

@@ -30,6 +30,8 @@ mkdir -p "$results"
 results="$(cd "$results" && pwd)"
 work="$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/hookwall-soak.XXXXXX")"
 log() { printf '%s\n' "$*" >&2; }
+# shellcheck source=benches/common.sh
+. benches/common.sh
 
 pids=()
 cleanup() {
@@ -39,16 +41,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ "$(stat -f -c %T "$work")" = "tmpfs" ]; then
-  log "warning: $work is on tmpfs: fsync costs nothing there; set WORK_DIR to a disk directory"
-fi
+warn_if_tmpfs "$work"
 
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  log "== installing nginx (Debian package; its system service is not used)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
-fi
-NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+ensure_nginx
 
 log "== building hookwall (release)"
 cargo build --release --bin hookwall -q
@@ -63,32 +58,11 @@ else
   client_pin=()
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 NGINX_PORT="$(free_port)"
 HW_PORT="$(free_port)"
 ADMIN_PORT="$(free_port)"
 
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx/body;
-  proxy_temp_path $work/nginx/proxy;
-  fastcgi_temp_path $work/nginx/fastcgi;
-  uwsgi_temp_path $work/nginx/uwsgi;
-  scgi_temp_path $work/nginx/scgi;
-  keepalive_requests 10000000;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    location / { return 200 '{"status":"ok"}'; }
-  }
-}
-EOF
+write_nginx_conf "$work/nginx" "$NGINX_PORT" 1 4096
 "${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
 pids+=($!)
 
