@@ -3,6 +3,8 @@
 #   (a) nginx answering a static 200            closed loop, 64 connections
 #   (b) hookwall, sync = true, unique signed Stripe events, closed loop, 64 connections,
 #       forwarding every event to the same local nginx (delivered counted after a bounded drain)
+#   (s) sustained: hookwall open loop at the rate (b) delivered during its run, forwarding on;
+#       accepted/s, delivered/s and the inbox backlog left at the end (flat = sustainable)
 #   (c) raw RocksDB WriteBatch sync throughput at the batch size hookwall formed in (b)
 #       (criterion: benches/ledger.rs, group rocksdb_writebatch_sync)
 #   (d) hookwall open loop at 50 % of (b)'s peak: p50 / p99 / p99.9 ack latency
@@ -19,13 +21,15 @@
 # Environment: PHASE_S (seconds per measurement, default 10), ROUNDS (default 2), PERF=1 (also
 #              record a perf profile of hookwall in one extra, uncounted run: perf-hookwall*.txt),
 #              CARGO_TARGET_DIR (default target), WORK_DIR (ledger etc.; must not be tmpfs),
-#              PG (auto | 0 | 1, see (f)/(g)).
+#              PG (auto | 0 | 1, see (f)/(g)), PIPELINE (the destination's `pipeline`: requests
+#              in flight per connection to nginx, default 8; 1 = no HTTP/1.1 pipelining).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PHASE_S="${PHASE_S:-10}"
 ROUNDS="${ROUNDS:-2}"
 CONNECTIONS=64
+PIPELINE="${PIPELINE:-8}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 results="${1:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$results"
@@ -120,6 +124,7 @@ attempts_max = 5
 backoff_min = "100ms"
 backoff_max = "2s"
 concurrency_max = 64
+pipeline = $PIPELINE
 EOF
 HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" 2>"$results/hookwall.stderr" &
 pids+=($!)
@@ -177,7 +182,7 @@ loadgen warmup_nginx "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECT
 loadgen warmup_hookwall "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration 2s
 drain >/dev/null
 
-a_rates=(); b_rates=(); b_delivered=(); i_rates=()
+a_rates=(); b_rates=(); b_delivered=(); b_run_delivered=(); i_rates=()
 for r in $(seq "$ROUNDS"); do
   log "== round $r/$ROUNDS: (a) nginx, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
   loadgen "a_nginx_r$r" "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
@@ -185,10 +190,12 @@ for r in $(seq "$ROUNDS"); do
   log "== round $r/$ROUNDS: (b) hookwall, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
   d0="$(delivered)"
   loadgen "b_hookwall_r$r" "$HW_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+  d_end="$(delivered)"
   took="$(drain)"
   d1="$(delivered)"
   b_rates+=("$(field "$results/b_hookwall_r$r.json" 'r["status"].get("accepted", 0) / r["elapsed_s"]')")
   b_delivered+=("$(python3 -c "print(($d1 - $d0) / ($(field "$results/b_hookwall_r$r.json" 'r["elapsed_s"]') + $took))")")
+  b_run_delivered+=("$(python3 -c "print(($d_end - $d0) / $(field "$results/b_hookwall_r$r.json" 'r["elapsed_s"]'))")")
   log "   drained in ${took}s"
   log "== round $r/$ROUNDS: ingest only (destination paused), closed loop, $CONNECTIONS connections, ${PHASE_S}s"
   admin_post /admin/destinations/nginx/pause
@@ -201,6 +208,7 @@ mean() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(sum(v
 peak_a="$(mean "${a_rates[@]}")"
 peak_b="$(mean "${b_rates[@]}")"
 deliv_b="$(mean "${b_delivered[@]}")"
+run_deliv_b="$(mean "${b_run_delivered[@]}")"
 peak_i="$(mean "${i_rates[@]}")"
 batch_p50="$(metric 'hookwall_ledger_commit_batch_events{quantile="0.5"}')"
 batch_sum="$(metric 'hookwall_ledger_commit_batch_events_sum')"
@@ -217,6 +225,20 @@ raw_rate() { # BATCH: events/s from criterion's mean time per batch
 raw_c="$(raw_rate "$batch_mean")"
 raw_all=""
 for n in 1 16 64 256; do raw_all="$raw_all $n: $(printf '%.0f' "$(raw_rate "$n")")/s;"; done
+
+# (s): can hookwall keep up with what it delivered in (b)? Open loop at that rate, forwarding on;
+# the inbox backlog at the end (accepted - delivered) says whether forwarding kept pace.
+rate_s="$(python3 -c "print(max(1, round($run_deliv_b)))")"
+log "== (s) sustained: open loop at (b)'s delivered rate ${rate_s}/s, $CONNECTIONS connections, ${PHASE_S}s"
+s_a0="$(accepted)"; s_d0="$(delivered)"
+loadgen s_sustained "$HW_URL" stripe "$SECRET" --rate "$rate_s" --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+s_a1="$(accepted)"; s_d1="$(delivered)"
+s_elapsed="$(field "$results/s_sustained.json" 'r["elapsed_s"]')"
+s_acc="$(python3 -c "print(($s_a1 - $s_a0) / $s_elapsed)")"
+s_del="$(python3 -c "print(($s_d1 - $s_d0) / $s_elapsed)")"
+s_backlog="$(python3 -c "print(round($s_a1 - $s_d1))")"
+s_unsent="$(field "$results/s_sustained.json" 'r.get("unsent", 0)')"
+drain >/dev/null
 
 rate_d="$(python3 -c "print(max(1, round(0.5 * $peak_b)))")"
 log "== (d) hookwall open loop at 50 % of peak: ${rate_d}/s, $CONNECTIONS connections, ${PHASE_S}s"
@@ -342,12 +364,14 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)"
   echo "cores:   $split"
   echo "load:    1-min load average $load_start at the start, $(cut -d' ' -f1 /proc/loadavg) at the end (all processes on the machine; 2 = both CPUs busy)"
-  echo "runs:    ${PHASE_S} s per measurement, (a)/(b) alternated over $ROUNDS rounds (means), $CONNECTIONS connections; hookwall ledger sync = true, 1 shard, io = auto"
+  echo "runs:    ${PHASE_S} s per measurement, (a)/(b) alternated over $ROUNDS rounds (means), $CONNECTIONS connections; hookwall ledger sync = true, 1 shard, io = auto; destination pipeline = $PIPELINE"
   echo
   echo "| | measurement | result |"
   echo "|---|---|---|"
   echo "| (a) | nginx static 200, closed loop | $(fmt0 "$peak_a") req/s (rounds: $(for x in "${a_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
-  echo "| (b) | hookwall e2e, unique signed Stripe events, closed loop | $(fmt0 "$peak_b") accepted/s (rounds: $(for x in "${b_rates[@]}"; do printf '%.0f ' "$x"; done)); delivered to nginx $(fmt0 "$deliv_b")/s incl. drain |"
+  echo "| (b) | hookwall e2e, unique signed Stripe events, closed loop | $(fmt0 "$peak_b") accepted/s (rounds: $(for x in "${b_rates[@]}"; do printf '%.0f ' "$x"; done)); delivered to nginx $(fmt0 "$run_deliv_b")/s during the run, $(fmt0 "$deliv_b")/s incl. drain |"
+  echo "| (s) | sustained: open loop at (b)'s delivered rate = ${rate_s}/s, forwarding on | $(fmt0 "$s_acc") accepted/s, $(fmt0 "$s_del") delivered/s; inbox backlog at the end $s_backlog events; $s_unsent intended requests not sent (generator waited for a connection) |"
+  echo "| (s)/(a) | sustained end to end (delivered) | $(ratio "$s_del" "$peak_a") |"
   echo "| (c) | raw RocksDB WriteBatch sync at hookwall's mean batch ($batch_mean events per commit; p50 $batch_p50; admissions and settlements) | $(fmt0 "$raw_c") events/s (all sizes:$raw_all) |"
   echo "| (b)/(a) | | $(ratio "$peak_b" "$peak_a") |"
   echo "| (b)/(c) | | $(ratio "$peak_b" "$raw_c") |"

@@ -65,6 +65,8 @@ const BODY_BYTES: RangeInclusive<i64> = 1..=64 * MIB;
 const HEADER_BYTES: RangeInclusive<i64> = 1024..=MIB;
 const ATTEMPTS: RangeInclusive<i64> = 1..=100;
 const CONCURRENCY: RangeInclusive<i64> = 1..=4096;
+/// `destination.pipeline`: requests in flight per connection (HTTP/1.1 pipelining).
+const PIPELINE: RangeInclusive<i64> = 1..=64;
 /// `server.connections_max` and `server.connections_per_ip_max` (0 = default / off).
 const CONNECTIONS: RangeInclusive<i64> = 0..=1_000_000;
 const BREAKER_FAILURES: RangeInclusive<i64> = 0..=1_000_000;
@@ -202,6 +204,7 @@ struct RawDestination {
     backoff_min: Option<String>,
     backoff_max: Option<String>,
     concurrency_max: Option<i64>,
+    pipeline: Option<i64>,
     signing_secret: Option<RawSecretRef>,
     paused: Option<bool>,
     breaker_failures_max: Option<i64>,
@@ -875,6 +878,10 @@ impl Check<'_> {
             self.error(&field("backoff_min"), "is greater than backoff_max");
         }
         let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
+        let pipeline = self.int(&field("pipeline"), raw.pipeline, 1, PIPELINE);
+        if raw.pipeline.is_some() && nats.is_some() {
+            self.error(&field("pipeline"), "applies to HTTP destinations only");
+        }
         let breaker = self.int(
             &field("breaker_failures_max"),
             raw.breaker_failures_max,
@@ -900,6 +907,7 @@ impl Check<'_> {
             backoff_min,
             backoff_max,
             concurrency_max: usize::try_from(concurrency).unwrap_or(64),
+            pipeline: usize::try_from(pipeline).unwrap_or(1),
             paused: raw.paused.unwrap_or(false),
             breaker_failures_max: u32::try_from(breaker).unwrap_or(10),
             signing_key,

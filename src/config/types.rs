@@ -239,6 +239,10 @@ pub struct DestinationConfig {
     pub backoff_max: Duration,
     /// In-flight attempts to this destination, at least 1.
     pub concurrency_max: usize,
+    /// Requests in flight on one connection to a plain `http://` destination (HTTP/1.1
+    /// pipelining, RFC 9112 §9.3.2): `concurrency_max / pipeline` connections (rounded up)
+    /// carry the attempts. 1..=64, default 1 (one request per connection at a time).
+    pub pipeline: usize,
     /// Whether the destination starts paused (`paused = true`: events are admitted and wait,
     /// no attempt is made until `POST /admin/destinations/{id}/resume`). Default `false`.
     pub paused: bool,

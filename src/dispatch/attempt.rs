@@ -11,7 +11,7 @@ use crate::ledger::DueEvent;
 
 /// Most response-body bytes read (and discarded) after the status, so the connection can go
 /// back to the pool; a larger answer is dropped and its connection closed.
-const RESPONSE_BODY_BYTES_MAX: usize = 64 * 1024;
+pub(super) const RESPONSE_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// Longest transport error text kept before classification adds its prefix.
 const TRANSPORT_ERROR_BYTES_MAX: usize = 200;
@@ -28,7 +28,7 @@ pub(super) fn client() -> std::io::Result<reqwest::Client> {
     reqwest::Client::builder()
         .tls_backend_rustls()
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("hookwall/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .build()
         .map_err(std::io::Error::other)
 }
@@ -48,6 +48,11 @@ pub(super) struct Target {
     pub signing_key: Option<ring::hmac::Key>,
     /// `kind = "nats"`: publish to JetStream instead of POSTing (`super::nats`).
     pub nats: Option<crate::config::NatsTarget>,
+    /// Plain `http://` destinations: their connections (`super::h1`); `None` = reqwest
+    /// (`https://`).
+    pub route: Option<std::sync::Arc<super::h1::Route>>,
+    /// The parsed URL of a plain `http://` destination (with `route`).
+    pub endpoint: Option<std::sync::Arc<super::h1::Endpoint>>,
 }
 
 /// Sends attempt number `attempt` (1-based) of `event` and classifies the transport outcome.
@@ -65,6 +70,18 @@ pub(super) async fn send(
     let mut headers = forward_headers(target, event, attempt);
     if let Some(key) = &target.signing_key {
         sign(&mut headers, key, &event.key, crate::clock::now_unix_s(), &body);
+    }
+    if let (Some(route), Some(endpoint)) = (&target.route, &target.endpoint) {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let deadline = tokio::time::Instant::from_std(crate::clock::monotonic()) + target.timeout;
+        route.send(super::h1::Job {
+            request: request_bytes(endpoint, &headers, &body),
+            deadline,
+            reply,
+        });
+        return answer
+            .await
+            .unwrap_or_else(|_| AttemptResult::Other("connection task ended".to_owned()));
     }
     let request =
         client.post(target.url.as_str()).timeout(target.timeout).headers(headers).body(body);
@@ -91,9 +108,41 @@ async fn answered(mut response: reqwest::Response) -> AttemptResult {
 
 /// `Retry-After: <delta-seconds>`; HTTP dates would need a clock read here and are ignored.
 fn retry_after_seconds(value: &HeaderValue) -> Option<Duration> {
-    let text = value.to_str().ok()?.trim();
-    text.parse::<u64>().ok().map(Duration::from_secs)
+    retry_after_text(value.to_str().ok()?)
 }
+
+/// [`retry_after_seconds`] of a header value's text.
+pub(super) fn retry_after_text(text: &str) -> Option<Duration> {
+    text.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// One HTTP/1.1 `POST` of `body` to `endpoint` with `headers` (SPEC §5), as bytes for
+/// `super::h1`: request line, `Host`, `User-Agent`, `Content-Length`, the headers, the body.
+/// Header values are already valid (`HeaderValue` has no CR or LF).
+pub(super) fn request_bytes(
+    endpoint: &super::h1::Endpoint,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512 + body.len());
+    let mut line = |parts: &[&[u8]]| {
+        parts.iter().for_each(|p| out.extend_from_slice(p));
+        out.extend_from_slice(b"\r\n");
+    };
+    line(&[b"POST ", endpoint.target.as_bytes(), b" HTTP/1.1"]);
+    line(&[b"host: ", endpoint.authority().as_bytes()]);
+    line(&[b"user-agent: ", USER_AGENT.as_bytes()]);
+    line(&[b"content-length: ", body.len().to_string().as_bytes()]);
+    for (name, value) in headers {
+        line(&[name.as_str().as_bytes(), b": ", value.as_bytes()]);
+    }
+    line(&[]);
+    out.extend_from_slice(body);
+    out
+}
+
+/// `User-Agent` of every forward.
+const USER_AGENT: &str = concat!("hookwall/", env!("CARGO_PKG_VERSION"));
 
 /// Reduces a reqwest error to a short, payload-free [`AttemptResult`].
 fn transport_error(e: &reqwest::Error) -> AttemptResult {
@@ -237,6 +286,8 @@ mod tests {
             provider: "stripe",
             signing_key: None,
             nats: None,
+            route: None,
+            endpoint: None,
         }
     }
 

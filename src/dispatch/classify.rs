@@ -144,6 +144,7 @@ mod tests {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(3600),
             concurrency_max: 4,
+            pipeline: 1,
             paused: false,
             breaker_failures_max: 10,
             signing_key: None,

@@ -89,6 +89,17 @@ pub(super) struct Engine {
     ordering_waiters: HashSet<String>,
     /// In-flight ordered events and their groups.
     in_flight_groups: std::collections::HashMap<Slot, String>,
+    /// Per destination: the connections of a plain `http://` destination (`super::h1`), made
+    /// on its first attempt and replaced when a reload changes its URL, `concurrency_max` or
+    /// `pipeline` (the old connections finish their requests, then close).
+    routes: Vec<Option<RouteEntry>>,
+}
+
+/// A destination's `super::h1` connections and what they were made for.
+struct RouteEntry {
+    made_for: (String, usize, usize),
+    route: Arc<super::h1::Route>,
+    endpoint: Arc<super::h1::Endpoint>,
 }
 
 /// One destination's circuit breaker (its open/closed state lives in [`super::Controls`], where
@@ -153,6 +164,7 @@ impl Engine {
             controls,
             ordering_waiters: HashSet::new(),
             in_flight_groups: std::collections::HashMap::new(),
+            routes: (0..busy_len).map(|_| None).collect(),
         }
     }
 
@@ -417,14 +429,37 @@ impl Engine {
         if let Some(place) = &event.ordering {
             self.in_flight_groups.insert(slot, group_of(&event.key, &place.value));
         }
-        let target = Target {
+        let mut target = Target {
             url: dest.url.clone(),
             timeout: dest.timeout,
             source_id: source.id.clone(),
             provider: source.provider.name(),
             signing_key: dest.signing_key.as_ref().map(|k| k.0.clone()),
             nats: dest.nats.clone(),
+            route: None,
+            endpoint: None,
         };
+        if dest.nats.is_none() {
+            let made_for = (dest.url.clone(), dest.concurrency_max, dest.pipeline);
+            if let Some(slot) = self.routes.get_mut(destination) {
+                let fresh = slot.as_ref().is_none_or(|r| r.made_for != made_for);
+                if fresh {
+                    *slot = super::h1::Endpoint::parse(&dest.url).map(|endpoint| RouteEntry {
+                        route: Arc::new(super::h1::Route::new(
+                            endpoint.clone(),
+                            dest.concurrency_max,
+                            dest.pipeline,
+                        )),
+                        endpoint: Arc::new(endpoint),
+                        made_for,
+                    });
+                }
+                if let Some(r) = slot {
+                    target.route = Some(Arc::clone(&r.route));
+                    target.endpoint = Some(Arc::clone(&r.endpoint));
+                }
+            }
+        }
         let client = self.client.clone();
         self.attempts.spawn(attempt_task(client, target, event, destination));
         true

@@ -28,6 +28,7 @@
 mod attempt;
 mod classify;
 mod engine;
+mod h1;
 mod nats;
 #[cfg(test)]
 mod tests;

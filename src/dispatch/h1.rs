@@ -1,0 +1,493 @@
+//! The forwarding client for plain `http://` destinations: a few keep-alive HTTP/1.1
+//! connections per destination, each owned by one task on the dispatcher's runtime, each
+//! carrying up to `pipeline` requests in flight (RFC 9112 §9.3.2: requests are written back to
+//! back, answers come back in request order). `https://` and NATS destinations keep their own
+//! clients (`attempt.rs`, `nats.rs`).
+//!
+//! Why not the general-purpose client here: forwarding is the dispatcher's whole job, and at
+//! tens of thousands of events per second its per-request cost (a spawned task, URL parsing,
+//! header maps, a pool checkout, one `writev` and one `recv` per request) was the largest share
+//! of the server CPU (docs/benchmarks.md). Here a request is one buffer built by
+//! `attempt::request_bytes`, a batch of pipelined requests is one `write`, and a `read`
+//! usually brings several answers; answers are parsed with `httparse`.
+//!
+//! Failure rules (at-least-once, R21 — the destination dedupes on `Idempotency-Key`):
+//! * a request not answered before its deadline gets [`AttemptResult::Timeout`]; its connection
+//!   is closed (the answers behind it cannot be matched any more);
+//! * when a connection is lost, requests written on it and not answered are written again once
+//!   on a new connection if they may never have reached the destination (pipelined behind
+//!   another, or sent on a reused keep-alive connection the server had just closed); otherwise,
+//!   or the second time, they get [`AttemptResult::Other`];
+//! * a connection that cannot be made gives [`AttemptResult::Connect`] to the requests waiting
+//!   for it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::attempt::{short, RESPONSE_BODY_BYTES_MAX};
+use super::classify::AttemptResult;
+
+/// Most bytes of an answer's status line and headers.
+const HEAD_BYTES_MAX: usize = 16 * 1024;
+/// Most headers in an answer.
+const HEADERS_MAX: usize = 64;
+/// Initial capacity of a connection's read buffer (several small answers fit).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// Most requests a destination may pipeline on one connection (`pipeline`).
+pub const PIPELINE_MAX: usize = 64;
+
+/// Where a plain-HTTP destination's requests go, parsed once from its URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Endpoint {
+    /// Host name or address to connect to (IPv6 without brackets).
+    host: String,
+    /// TCP port (80 when the URL names none).
+    port: u16,
+    /// `Host` header value: the URL's host, and its port when the URL names one.
+    authority: String,
+    /// Request target: path and query (the fragment is never sent).
+    pub(super) target: String,
+}
+
+impl Endpoint {
+    /// The endpoint of an `http://` URL; `None` for any other scheme or an unparseable URL
+    /// (configuration validation refuses those before this runs).
+    pub(super) fn parse(url: &str) -> Option<Endpoint> {
+        let u = reqwest::Url::parse(url).ok()?;
+        if u.scheme() != "http" {
+            return None;
+        }
+        let host_str = u.host_str()?;
+        let port = u.port_or_known_default()?;
+        let authority = match u.port() {
+            Some(p) => format!("{host_str}:{p}"),
+            None => host_str.to_owned(),
+        };
+        let host = host_str.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let mut target = u.path().to_owned();
+        if let Some(q) = u.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        Some(Endpoint { host, port, authority, target })
+    }
+
+    /// The `Host` header value.
+    pub(super) fn authority(&self) -> &str {
+        &self.authority
+    }
+}
+
+/// One request handed to a connection: its bytes, when it must be answered by, and where the
+/// result goes.
+pub(super) struct Job {
+    /// The whole request: head and body (`attempt::request_bytes`).
+    pub request: Vec<u8>,
+    /// Answer deadline (the destination's `timeout` from the attempt's start).
+    pub deadline: Instant,
+    /// Receives the attempt's result exactly once.
+    pub reply: oneshot::Sender<AttemptResult>,
+}
+
+/// A destination's connections: `ceil(concurrency_max / pipeline)` of them, each a task that
+/// ends when this route is dropped and its last request is answered.
+pub(super) struct Route {
+    links: Vec<Link>,
+}
+
+struct Link {
+    jobs: mpsc::UnboundedSender<Job>,
+    /// Requests handed to this link and not yet answered.
+    load: Arc<AtomicUsize>,
+}
+
+impl Route {
+    /// Starts the connection tasks on the current tokio runtime (connections are made on first
+    /// use). `concurrency` and `pipeline` are at least 1.
+    pub(super) fn new(endpoint: Endpoint, concurrency: usize, pipeline: usize) -> Route {
+        let endpoint = Arc::new(endpoint);
+        let pipeline = pipeline.clamp(1, PIPELINE_MAX);
+        let count = concurrency.max(1).div_ceil(pipeline);
+        let links = (0..count)
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let load = Arc::new(AtomicUsize::new(0));
+                let conn = Connection::new(Arc::clone(&endpoint), rx, pipeline, Arc::clone(&load));
+                tokio::spawn(conn.run());
+                Link { jobs: tx, load }
+            })
+            .collect();
+        Route { links }
+    }
+
+    /// Hands `job` to the least loaded connection.
+    pub(super) fn send(&self, job: Job) {
+        let Some(link) = self.links.iter().min_by_key(|l| l.load.load(Ordering::Relaxed)) else {
+            let _ = job.reply.send(AttemptResult::Other("no connection".to_owned()));
+            return;
+        };
+        link.load.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = link.jobs.send(job) {
+            link.load.fetch_sub(1, Ordering::Relaxed);
+            let _ = e.0.reply.send(AttemptResult::Other("connection task ended".to_owned()));
+        }
+    }
+}
+
+/// A request written on the current connection and not yet answered.
+struct Sent {
+    job: Job,
+    /// Whether it may be written again on a new connection if this one is lost unanswered.
+    resend_ok: bool,
+}
+
+/// One connection's task state.
+struct Connection {
+    endpoint: Arc<Endpoint>,
+    jobs: mpsc::UnboundedReceiver<Job>,
+    depth: usize,
+    load: Arc<AtomicUsize>,
+    stream: Option<TcpStream>,
+    /// Answers completed on the current connection (0 = fresh).
+    served: usize,
+    /// Waiting to be written (and whether each may still be resent after a loss).
+    unsent: VecDeque<(Job, bool)>,
+    sent: VecDeque<Sent>,
+    read: Vec<u8>,
+    write: Vec<u8>,
+    /// The route was dropped: finish what is queued, then end.
+    closing: bool,
+}
+
+/// What losing a connection means for the requests on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loss {
+    /// The server closed or reset the connection, or the answer was unreadable.
+    Broken,
+    /// The head request timed out; the others are resent.
+    Timeout,
+}
+
+impl Connection {
+    fn new(
+        endpoint: Arc<Endpoint>,
+        jobs: mpsc::UnboundedReceiver<Job>,
+        depth: usize,
+        load: Arc<AtomicUsize>,
+    ) -> Connection {
+        Connection {
+            endpoint,
+            jobs,
+            depth,
+            load,
+            stream: None,
+            served: 0,
+            unsent: VecDeque::new(),
+            sent: VecDeque::new(),
+            read: Vec::with_capacity(READ_BUFFER_BYTES),
+            write: Vec::new(),
+            closing: false,
+        }
+    }
+
+    fn busy(&self) -> usize {
+        self.unsent.len() + self.sent.len()
+    }
+
+    fn reply(&self, job: Job, result: AttemptResult) {
+        self.load.fetch_sub(1, Ordering::Relaxed);
+        let _ = job.reply.send(result);
+    }
+
+    async fn run(mut self) {
+        loop {
+            while !self.closing && self.busy() < self.depth {
+                match self.jobs.try_recv() {
+                    Ok(job) => self.unsent.push_back((job, true)),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => self.closing = true,
+                }
+            }
+            if self.closing && self.busy() == 0 {
+                return;
+            }
+            self.expire_unsent();
+            if !self.unsent.is_empty() {
+                self.flush().await;
+                continue;
+            }
+            let deadline = self.sent.front().map(|s| s.job.deadline);
+            let can_take = !self.closing && self.busy() < self.depth;
+            let reading = self.stream.is_some();
+            tokio::select! {
+                job = self.jobs.recv(), if can_take => match job {
+                    Some(job) => self.unsent.push_back((job, true)),
+                    None => self.closing = true,
+                },
+                n = read_some(self.stream.as_mut(), &mut self.read), if reading => match n {
+                    Ok(0) => self.lose(Loss::Broken, "connection closed by the destination"),
+                    Ok(_) => self.answers(),
+                    Err(e) => self.lose(Loss::Broken, &e.to_string()),
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    self.lose(Loss::Timeout, "connection closed after an attempt timed out");
+                }
+            }
+        }
+    }
+
+    /// Requests whose deadline passed before they could be written time out.
+    fn expire_unsent(&mut self) {
+        let now = Instant::from_std(crate::clock::monotonic());
+        while let Some(i) = self.unsent.iter().position(|(j, _)| j.deadline <= now) {
+            if let Some((job, _)) = self.unsent.remove(i) {
+                self.reply(job, AttemptResult::Timeout);
+            }
+        }
+    }
+
+    /// Connects if needed and writes every unsent request in one go.
+    async fn flush(&mut self) {
+        let Some(first) = self.unsent.iter().map(|(j, _)| j.deadline).min() else { return };
+        if self.stream.is_none() {
+            let addr = (self.endpoint.host.as_str(), self.endpoint.port);
+            match tokio::time::timeout_at(first, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    self.stream = Some(stream);
+                    self.served = 0;
+                    self.read.clear();
+                }
+                Ok(Err(e)) => {
+                    let why = short(&e.to_string());
+                    while let Some((job, _)) = self.unsent.pop_front() {
+                        self.reply(job, AttemptResult::Connect(why.clone()));
+                    }
+                    return;
+                }
+                Err(_) => {
+                    self.expire_unsent();
+                    return;
+                }
+            }
+        }
+        // A request on a connection that already served answers may meet the server's
+        // keep-alive close: it may be resent once. So may one pipelined behind another.
+        let reused = self.served > 0 || !self.sent.is_empty();
+        self.write.clear();
+        let mut batch = Vec::with_capacity(self.unsent.len());
+        while let Some((job, resend_ok)) = self.unsent.pop_front() {
+            self.write.extend_from_slice(&job.request);
+            let behind = !batch.is_empty();
+            batch.push(Sent { job, resend_ok: resend_ok && (reused || behind) });
+        }
+        self.sent.extend(batch);
+        let Some(stream) = self.stream.as_mut() else { return };
+        let deadline = self.sent.front().map_or(first, |s| s.job.deadline);
+        match tokio::time::timeout_at(deadline, stream.write_all(&self.write)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.lose(Loss::Broken, &e.to_string()),
+            Err(_) => self.lose(Loss::Timeout, "connection closed after an attempt timed out"),
+        }
+    }
+
+    /// Completes every whole answer in the read buffer, in request order.
+    fn answers(&mut self) {
+        loop {
+            let answer = match parse_answer(&self.read) {
+                Ok(Some(a)) => a,
+                Ok(None) => return,
+                Err(why) => {
+                    self.lose(Loss::Broken, &why);
+                    return;
+                }
+            };
+            if self.sent.is_empty() {
+                // An answer nobody asked for: the connection cannot be trusted any more.
+                self.lose(Loss::Broken, "unexpected answer from the destination");
+                return;
+            }
+            if (100..200).contains(&answer.code) {
+                // Interim answer (100 Continue, 103 Early Hints): the final one follows.
+                self.read.drain(..answer.len);
+                continue;
+            }
+            let Some(sent) = self.sent.pop_front() else { return };
+            let result =
+                AttemptResult::Status { code: answer.code, retry_after: answer.retry_after };
+            self.reply(sent.job, result);
+            self.served += 1;
+            if answer.close {
+                // The rest of this connection's answers will not come: resend what is left.
+                self.lose(Loss::Broken, "connection closed by the destination");
+                return;
+            }
+            self.read.drain(..answer.len);
+        }
+    }
+
+    /// Drops the connection. The head request gets `why` (a timeout when `loss` is one) unless
+    /// it may be resent; requests behind it are resent once.
+    fn lose(&mut self, loss: Loss, why: &str) {
+        self.stream = None;
+        self.read.clear();
+        let mut first = true;
+        let mut resend = Vec::new();
+        while let Some(sent) = self.sent.pop_front() {
+            let head = std::mem::replace(&mut first, false);
+            if head && loss == Loss::Timeout {
+                self.reply(sent.job, AttemptResult::Timeout);
+            } else if sent.resend_ok {
+                resend.push((sent.job, false));
+            } else {
+                self.reply(sent.job, AttemptResult::Other(short(why)));
+            }
+        }
+        for job in resend.into_iter().rev() {
+            self.unsent.push_front(job);
+        }
+    }
+}
+
+/// Reads what is available into `buf`; an absent stream never completes.
+async fn read_some(stream: Option<&mut TcpStream>, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    match stream {
+        Some(s) => {
+            buf.reserve(READ_BUFFER_BYTES);
+            s.read_buf(buf).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One whole answer at the start of a read buffer.
+#[derive(Debug, PartialEq, Eq)]
+struct Answer {
+    code: u16,
+    retry_after: Option<Duration>,
+    /// Bytes of head and body.
+    len: usize,
+    /// The connection ends after this answer (`Connection: close`, HTTP/1.0, a body delimited
+    /// by the close, or a body over `RESPONSE_BODY_BYTES_MAX` that is not read).
+    close: bool,
+}
+
+/// Parses the answer at the start of `buf`: `Ok(None)` while incomplete, an error text for a
+/// malformed one. The body is skipped (its framing is followed, its bytes are not kept).
+fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
+    let mut response = httparse::Response::new(&mut headers);
+    let head = match response.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > HEAD_BYTES_MAX => {
+            return Err("answer head over 16 KiB".to_owned());
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("malformed answer: {e}")),
+    };
+    let code = response.code.unwrap_or(0);
+    let mut close = response.version == Some(0);
+    let (mut length, mut chunked, mut retry_after) = (None::<usize>, false, None);
+    for h in response.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n: usize = value.parse().map_err(|_| "malformed Content-Length".to_owned())?;
+            if length.is_some_and(|l| l != n) {
+                return Err("conflicting Content-Length headers".to_owned());
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked =
+                value.rsplit(',').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && response.version == Some(0) {
+                    close = false;
+                }
+            }
+        } else if h.name.eq_ignore_ascii_case("retry-after") {
+            retry_after = super::attempt::retry_after_text(value);
+        }
+    }
+    let done = |len, close| Ok(Some(Answer { code, retry_after, len, close }));
+    if (100..200).contains(&code) || code == 204 || code == 304 {
+        return done(head, close);
+    }
+    if chunked {
+        return match chunked_len(&buf[head..])? {
+            Chunked::Done(n) => done(head + n, close),
+            Chunked::Partial => Ok(None),
+            Chunked::TooLong => done(buf.len(), true),
+        };
+    }
+    match length {
+        Some(n) if n > RESPONSE_BODY_BYTES_MAX => done(buf.len(), true),
+        Some(n) if buf.len() >= head + n => done(head + n, close),
+        Some(_) => Ok(None),
+        // Delimited by the close: the status decides, the body is not waited for.
+        None => done(buf.len(), true),
+    }
+}
+
+enum Chunked {
+    Done(usize),
+    Partial,
+    TooLong,
+}
+
+/// The length of a whole chunked body (with its trailer section) at the start of `buf`.
+fn chunked_len(buf: &[u8]) -> Result<Chunked, String> {
+    let mut at = 0;
+    let mut body = 0usize;
+    loop {
+        let (n, size) = match httparse::parse_chunk_size(&buf[at..]) {
+            Ok(httparse::Status::Complete(c)) => c,
+            Ok(httparse::Status::Partial) => return Ok(Chunked::Partial),
+            Err(_) => return Err("malformed chunk size".to_owned()),
+        };
+        at += n;
+        let size = usize::try_from(size).map_err(|_| "chunk too large".to_owned())?;
+        body = body.saturating_add(size);
+        if body > RESPONSE_BODY_BYTES_MAX {
+            return Ok(Chunked::TooLong);
+        }
+        if size == 0 {
+            // Trailer lines, then an empty line.
+            loop {
+                let Some(end) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
+                    return Ok(Chunked::Partial);
+                };
+                at += end + 2;
+                if end == 0 {
+                    return Ok(Chunked::Done(at));
+                }
+            }
+        }
+        if buf.len() < at + size + 2 {
+            return Ok(Chunked::Partial);
+        }
+        if &buf[at + size..at + size + 2] != b"\r\n" {
+            return Err("malformed chunk".to_owned());
+        }
+        at += size + 2;
+    }
+}
+
+#[cfg(test)]
+mod tests;

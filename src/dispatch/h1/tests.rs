@@ -1,0 +1,271 @@
+//! The pipelined client against scripted servers on real loopback sockets: each test server
+//! reads requests and writes exactly the bytes the test gives it, so framing, pipelining and
+//! every loss rule are checked on the wire.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream as StdStream};
+use std::sync::mpsc as std_mpsc;
+
+use super::*;
+
+/// Requests (`POST /h HTTP/1.1` … `content-length: 2` … `ok`) as the test client sends them.
+fn request(tag: &str) -> Vec<u8> {
+    format!("POST /h HTTP/1.1\r\nhost: t\r\nx-tag: {tag}\r\ncontent-length: 2\r\n\r\nok")
+        .into_bytes()
+}
+
+/// Reads whole test requests from `s` until `n` are in; returns their tags in order.
+fn read_requests(s: &mut StdStream, n: usize, carry: &mut Vec<u8>) -> Vec<String> {
+    let mut tags = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        while let Some(end) = carry.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&carry[..end]).to_string();
+            let tag = head.lines().find_map(|l| l.strip_prefix("x-tag: ")).unwrap_or("?");
+            tags.push(tag.to_owned());
+            carry.drain(..end + 4 + 2);
+        }
+        if tags.len() >= n {
+            return tags;
+        }
+        let got = s.read(&mut buf).expect("server read");
+        if got == 0 {
+            return tags;
+        }
+        carry.extend_from_slice(&buf[..got]);
+    }
+}
+
+/// A server that runs `script` on each accepted connection (in order), on its own thread.
+fn server(
+    script: impl Fn(usize, StdStream) + Send + 'static,
+) -> (Endpoint, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let handle = std::thread::spawn(move || {
+        for (i, conn) in listener.incoming().enumerate() {
+            let Ok(conn) = conn else { return };
+            if i == usize::MAX {
+                return;
+            }
+            script(i, conn);
+        }
+    });
+    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/h")).expect("endpoint");
+    (endpoint, handle)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// Sends `tags` through one route and returns the results in tag order.
+async fn send_all(route: &Route, tags: &[&str], timeout: Duration) -> Vec<AttemptResult> {
+    let mut answers = Vec::new();
+    for tag in tags {
+        let (reply, rx) = oneshot::channel();
+        let deadline = Instant::now() + timeout;
+        route.send(Job { request: request(tag), deadline, reply });
+        answers.push(rx);
+    }
+    let mut out = Vec::new();
+    for rx in answers {
+        out.push(rx.await.expect("every job is answered"));
+    }
+    out
+}
+
+fn status(code: u16) -> AttemptResult {
+    AttemptResult::Status { code, retry_after: None }
+}
+
+#[test]
+fn endpoint_keeps_path_and_query_and_drops_the_fragment() {
+    let e = Endpoint::parse("http://app.internal:8080/hooks/in?x=1#frag").expect("parses");
+    assert_eq!(
+        (e.host.as_str(), e.port, e.authority()),
+        ("app.internal", 8080, "app.internal:8080")
+    );
+    assert_eq!(e.target, "/hooks/in?x=1");
+    let v6 = Endpoint::parse("http://[::1]/").expect("parses");
+    assert_eq!((v6.host.as_str(), v6.port, v6.authority()), ("::1", 80, "[::1]"));
+    assert!(Endpoint::parse("https://example.com/").is_none());
+}
+
+/// Pipelining: eight requests on one connection arrive back to back and are answered in
+/// order with different statuses, framings (length, chunked with a trailer, no body, 100
+/// Continue before the final answer) and a Retry-After.
+#[test]
+fn pipelined_answers_are_matched_in_request_order() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut carry = Vec::new();
+        let tags = read_requests(&mut s, 8, &mut carry);
+        assert_eq!(tags, ["a", "b", "c", "d", "e", "f", "g", "h"], "requests in order");
+        let answers = [
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_owned(),
+            "HTTP/1.1 500 Oops\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n"
+                .to_owned(),
+            "HTTP/1.1 204 No Content\r\n\r\n".to_owned(),
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n"
+                .to_owned(),
+            "HTTP/1.1 429 Slow\r\nretry-after: 7\r\ncontent-length: 0\r\n\r\n".to_owned(),
+            "HTTP/1.1 404 No\r\ncontent-length: 3\r\n\r\nabc".to_owned(),
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n".to_owned(),
+            "HTTP/1.1 201 Created\r\ncontent-length: 1\r\n\r\nz".to_owned(),
+        ];
+        // One write for all, split at an awkward place to exercise partial parsing.
+        let all = answers.concat().into_bytes();
+        s.write_all(&all[..37]).expect("write");
+        s.flush().expect("flush");
+        std::thread::sleep(Duration::from_millis(20));
+        s.write_all(&all[37..]).expect("write");
+        let _ = read_requests(&mut s, 1, &mut carry);
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 8, 8);
+        let got = send_all(&route, &["a", "b", "c", "d", "e", "f", "g", "h"], secs(5)).await;
+        let want = vec![
+            status(200),
+            status(500),
+            status(204),
+            status(202),
+            AttemptResult::Status { code: 429, retry_after: Some(secs(7)) },
+            status(404),
+            status(200),
+            status(201),
+        ];
+        assert_eq!(got, want);
+    });
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// A keep-alive connection the server closed while idle is noticed while idle (its read sees
+/// the close) and not charged to the next request: that goes out on a new connection.
+#[test]
+fn a_stale_keep_alive_connection_is_replaced_without_failing_the_request() {
+    let (endpoint, _server) = server(|i, mut s| {
+        let mut carry = Vec::new();
+        let tags = read_requests(&mut s, 1, &mut carry);
+        if i == 0 {
+            assert_eq!(tags, ["first"]);
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").expect("write");
+            // Closes while idle (its keep-alive timeout).
+        } else {
+            s.write_all(b"HTTP/1.1 201 Created\r\ncontent-length: 0\r\n\r\n").expect("write");
+            let _ = read_requests(&mut s, 1, &mut carry);
+        }
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        assert_eq!(send_all(&route, &["first"], secs(5)).await, vec![status(200)]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(send_all(&route, &["second"], secs(5)).await, vec![status(201)]);
+    });
+}
+
+/// `Connection: close` after the first of three pipelined answers: the two requests behind
+/// it are written again on a new connection and answered there.
+#[test]
+fn requests_behind_a_connection_close_are_resent_on_a_new_connection() {
+    let (tx, rx) = std_mpsc::channel();
+    let (endpoint, _server) = server(move |i, mut s| {
+        let mut carry = Vec::new();
+        let tags = read_requests(&mut s, if i == 0 { 3 } else { 2 }, &mut carry);
+        tx.send(tags).expect("report");
+        if i == 0 {
+            s.write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+                .expect("write");
+        } else {
+            let two = "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".repeat(2);
+            s.write_all(two.as_bytes()).expect("write");
+            let _ = read_requests(&mut s, 1, &mut carry);
+        }
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 3, 3);
+        let got = send_all(&route, &["a", "b", "c"], secs(5)).await;
+        assert_eq!(got, vec![status(200), status(202), status(202)]);
+    });
+    assert_eq!(rx.recv().expect("first connection"), ["a", "b", "c"]);
+    assert_eq!(rx.recv().expect("second connection"), ["b", "c"]);
+}
+
+/// A destination that never answers: the head request times out; the one pipelined behind
+/// it is resent on a new connection, times out too, and nothing waits forever.
+#[test]
+fn an_unanswered_request_times_out_and_closes_its_connection() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut carry = Vec::new();
+        let _ = read_requests(&mut s, 100, &mut carry);
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 2, 2);
+        let started = Instant::now();
+        let got = send_all(&route, &["a", "b"], Duration::from_millis(300)).await;
+        assert_eq!(got, vec![AttemptResult::Timeout, AttemptResult::Timeout]);
+        assert!(started.elapsed() < secs(5), "timeouts took {:?}", started.elapsed());
+    });
+}
+
+/// Nothing listens: a connection error, named as such, for every waiting request.
+#[test]
+fn a_refused_connection_is_a_connect_error() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/")).expect("endpoint");
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 2, 2);
+        for r in send_all(&route, &["a", "b"], secs(5)).await {
+            assert!(matches!(&r, AttemptResult::Connect(why) if why.contains("refused")), "{r:?}");
+        }
+    });
+}
+
+/// A malformed answer, or a connection reset with no answer on a fresh connection, is an
+/// uncertain outcome (`Other`), not a status.
+#[test]
+fn garbage_or_a_reset_without_an_answer_is_an_other_error() {
+    let (endpoint, _server) = server(|i, mut s| {
+        let mut carry = Vec::new();
+        let _ = read_requests(&mut s, 1, &mut carry);
+        if i == 0 {
+            s.write_all(b"NOT HTTP AT ALL\r\n\r\n").expect("write");
+        }
+        // i == 1: closes without answering.
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        let got = send_all(&route, &["a"], secs(5)).await;
+        assert!(
+            matches!(&got[0], AttemptResult::Other(why) if why.contains("malformed")),
+            "{got:?}"
+        );
+        let got = send_all(&route, &["b"], secs(5)).await;
+        assert!(matches!(&got[0], AttemptResult::Other(why) if why.contains("closed")), "{got:?}");
+    });
+}
+
+#[test]
+fn answer_framing_rules() {
+    let parse = |s: &str| parse_answer(s.as_bytes());
+    let a = parse("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhiHTTP/1.1")
+        .expect("ok")
+        .expect("whole");
+    assert_eq!((a.code, a.len, a.close), (200, 40, false));
+    assert_eq!(parse("HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nhi"), Ok(None));
+    assert_eq!(parse("HTTP/1.1 200 OK\r\ncontent-le"), Ok(None));
+    let close = parse("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").expect("ok").expect("whole");
+    assert!(close.close, "HTTP/1.0 closes unless keep-alive");
+    let unframed = parse("HTTP/1.1 200 OK\r\n\r\nbody until close").expect("ok").expect("whole");
+    assert!(unframed.close, "a close-delimited body ends the connection");
+    let big = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", RESPONSE_BODY_BYTES_MAX + 1);
+    let big = parse(&big).expect("ok").expect("status known");
+    assert!(big.close && big.code == 200, "an oversized body is not read");
+    assert!(parse("HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n").is_err());
+    assert!(parse("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").is_err());
+}
