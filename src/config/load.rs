@@ -879,8 +879,9 @@ impl Check<'_> {
         }
         let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
         let pipeline = self.int(&field("pipeline"), raw.pipeline, 1, PIPELINE);
-        if raw.pipeline.is_some() && nats.is_some() {
-            self.error(&field("pipeline"), "applies to HTTP destinations only");
+        if pipeline > 1 && (nats.is_some() || url.starts_with("https://")) {
+            // https:// goes through reqwest, which does not pipeline: refuse rather than ignore.
+            self.error(&field("pipeline"), "applies to plain http:// destinations only");
         }
         let breaker = self.int(
             &field("breaker_failures_max"),
@@ -1625,6 +1626,28 @@ mod tests {
                 "destination[d].signing_secret: Standard Webhooks secret is not base64",
             ]),
         );
+    }
+
+    /// `pipeline`: default 1, 1..=64, and refused where it cannot apply (https:// goes
+    /// through a client that does not pipeline; NATS publishes).
+    #[test]
+    fn destination_pipeline_is_bounded_and_http_only() {
+        let config = check(MINIMAL, Expect::Ok(&[])).unwrap();
+        assert_eq!(config.destinations[0].pipeline, 1);
+        let config = check(&format!("{MINIMAL}pipeline = 8\n"), Expect::Ok(&[])).unwrap();
+        assert_eq!(config.destinations[0].pipeline, 8);
+        for bad in ["0", "65", "-1"] {
+            let text = format!("{MINIMAL}pipeline = {bad}\n");
+            check(&text, Expect::Errors(&["destination[d].pipeline"]));
+        }
+        let https = MINIMAL.replace("http://127.0.0.1:3000", "https://127.0.0.1:3000");
+        check(
+            &format!("{https}pipeline = 2\n"),
+            Expect::Errors(&[
+                "destination[d].pipeline: applies to plain http:// destinations only",
+            ]),
+        );
+        check(&format!("{https}pipeline = 1\n"), Expect::Ok(&[]));
     }
 
     #[test]
