@@ -312,7 +312,7 @@ impl Config {
         );
         out += &format!("\ndestinations ({}):\n", destinations.len());
         out += &table(
-            &["id", "url", "timeout", "attempts_max", "backoff", "concurrency_max"],
+            &["id", "url", "timeout", "attempts_max", "backoff", "concurrency_max", "pipeline"],
             &destinations,
         );
         out
@@ -342,6 +342,7 @@ fn destination_row(destination: &DestinationConfig) -> Vec<String> {
         destination.attempts_max.to_string(),
         format!("{}..{}", human(destination.backoff_min), human(destination.backoff_max)),
         destination.concurrency_max.to_string(),
+        destination.pipeline.to_string(),
     ]
 }
 
