@@ -401,18 +401,26 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
     };
     let code = response.code.unwrap_or(0);
     let mut close = response.version == Some(0);
-    let (mut length, mut chunked, mut retry_after) = (None::<usize>, false, None);
+    let (mut length, mut retry_after) = (None::<usize>, None);
+    // `Transfer-Encoding`: `None` absent, `Some(true)` chunked last (RFC 9112 §6.3).
+    let mut coding: Option<bool> = None;
     for h in response.headers.iter() {
         let value = std::str::from_utf8(h.value).unwrap_or("").trim();
         if h.name.eq_ignore_ascii_case("content-length") {
-            let n: usize = value.parse().map_err(|_| "malformed Content-Length".to_owned())?;
+            // 1*DIGIT only: Rust's integer parse would also take a leading `+`.
+            let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+            let n: usize = value
+                .parse()
+                .ok()
+                .filter(|_| digits)
+                .ok_or_else(|| "malformed Content-Length".to_owned())?;
             if length.is_some_and(|l| l != n) {
                 return Err("conflicting Content-Length headers".to_owned());
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked =
-                value.rsplit(',').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
+            let last = value.rsplit(',').next().unwrap_or("").trim();
+            coding = Some(last.eq_ignore_ascii_case("chunked"));
         } else if h.name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
                 if token.eq_ignore_ascii_case("close") {
@@ -429,7 +437,11 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
     if (100..200).contains(&code) || code == 204 || code == 304 {
         return done(head, close);
     }
-    if chunked {
+    if coding == Some(false) {
+        // A coding other than chunked last: the body ends with the connection.
+        return done(buf.len(), true);
+    }
+    if coding == Some(true) {
         return match chunked_len(&buf[head..])? {
             Chunked::Done(n) => done(head + n, close),
             Chunked::Partial => Ok(None),

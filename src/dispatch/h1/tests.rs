@@ -296,4 +296,8 @@ fn answer_framing_rules() {
     assert!(big.close && big.code == 200, "an oversized body is not read");
     assert!(parse("HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n").is_err());
     assert!(parse("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").is_err());
+    assert!(parse("HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\nhi").is_err(), "1*DIGIT only");
+    let gzip = "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ncontent-length: 2\r\n\r\nhi";
+    let gzip = parse(gzip).expect("ok").expect("status known");
+    assert!(gzip.close, "a non-chunked transfer coding is delimited by the close");
 }
