@@ -42,6 +42,9 @@ const HEADERS_MAX: usize = 64;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Most requests a destination may pipeline on one connection (`pipeline`).
 pub const PIPELINE_MAX: usize = 64;
+/// An idle keep-alive connection is closed after this long (a firewall or NAT that forgets
+/// idle flows silently would otherwise turn the next request into a timeout).
+const KEEP_ALIVE_IDLE_MAX: Duration = Duration::from_secs(60);
 
 /// Where a plain-HTTP destination's requests go, parsed once from its URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +115,16 @@ impl Route {
     /// Starts the connection tasks on the current tokio runtime (connections are made on first
     /// use). `concurrency` and `pipeline` are at least 1.
     pub(super) fn new(endpoint: Endpoint, concurrency: usize, pipeline: usize) -> Route {
+        Route::with_idle_max(endpoint, concurrency, pipeline, KEEP_ALIVE_IDLE_MAX)
+    }
+
+    /// [`Route::new`] with idle connections closed after `idle_max`.
+    fn with_idle_max(
+        endpoint: Endpoint,
+        concurrency: usize,
+        pipeline: usize,
+        idle_max: Duration,
+    ) -> Route {
         let endpoint = Arc::new(endpoint);
         let pipeline = pipeline.clamp(1, PIPELINE_MAX);
         let count = concurrency.max(1).div_ceil(pipeline);
@@ -119,7 +132,9 @@ impl Route {
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let load = Arc::new(AtomicUsize::new(0));
-                let conn = Connection::new(Arc::clone(&endpoint), rx, pipeline, Arc::clone(&load));
+                let mut conn =
+                    Connection::new(Arc::clone(&endpoint), rx, pipeline, Arc::clone(&load));
+                conn.idle_max = idle_max;
                 tokio::spawn(conn.run());
                 Link { jobs: tx, load }
             })
@@ -164,6 +179,9 @@ struct Connection {
     write: Vec<u8>,
     /// The route was dropped: finish what is queued, then end.
     closing: bool,
+    /// Last write or answer on the current connection (for `idle_max`).
+    active_at: Instant,
+    idle_max: Duration,
 }
 
 /// What losing a connection means for the requests on it.
@@ -194,6 +212,8 @@ impl Connection {
             read: Vec::with_capacity(READ_BUFFER_BYTES),
             write: Vec::new(),
             closing: false,
+            active_at: Instant::from_std(crate::clock::monotonic()),
+            idle_max: KEEP_ALIVE_IDLE_MAX,
         }
     }
 
@@ -223,9 +243,14 @@ impl Connection {
                 self.flush().await;
                 continue;
             }
-            let deadline = self.sent.front().map(|s| s.job.deadline);
-            let can_take = !self.closing && self.busy() < self.depth;
             let reading = self.stream.is_some();
+            // The head request's deadline; on an idle connection, its idle limit.
+            let deadline = match self.sent.front() {
+                Some(s) => Some(s.job.deadline),
+                None if reading => Some(self.active_at + self.idle_max),
+                None => None,
+            };
+            let can_take = !self.closing && self.busy() < self.depth;
             tokio::select! {
                 job = self.jobs.recv(), if can_take => match job {
                     Some(job) => self.unsent.push_back((job, true)),
@@ -237,7 +262,12 @@ impl Connection {
                     Err(e) => self.lose(Loss::Broken, &e.to_string()),
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
-                    self.lose(Loss::Timeout, "connection closed after an attempt timed out");
+                    if self.sent.is_empty() {
+                        self.stream = None;
+                        self.read.clear();
+                    } else {
+                        self.lose(Loss::Timeout, "connection closed after an attempt timed out");
+                    }
                 }
             }
         }
@@ -289,6 +319,7 @@ impl Connection {
             batch.push(Sent { job, resend_ok: resend_ok && (reused || behind) });
         }
         self.sent.extend(batch);
+        self.active_at = Instant::from_std(crate::clock::monotonic());
         let Some(stream) = self.stream.as_mut() else { return };
         let deadline = self.sent.front().map_or(first, |s| s.job.deadline);
         match tokio::time::timeout_at(deadline, stream.write_all(&self.write)).await {
@@ -324,6 +355,7 @@ impl Connection {
                 AttemptResult::Status { code: answer.code, retry_after: answer.retry_after };
             self.reply(sent.job, result);
             self.served += 1;
+            self.active_at = Instant::from_std(crate::clock::monotonic());
             if answer.close {
                 // The rest of this connection's answers will not come: resend what is left.
                 self.lose(Loss::Broken, "connection closed by the destination");

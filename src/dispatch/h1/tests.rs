@@ -194,6 +194,32 @@ fn a_request_lost_on_a_reused_connection_is_resent_once() {
     assert_eq!(seen, vec![(0, s("first")), (0, s("second")), (1, s("second"))]);
 }
 
+/// An idle keep-alive connection is closed by the client after its idle limit (the server
+/// sees the close), and the next request goes out on a new connection.
+#[test]
+fn an_idle_connection_is_closed_after_its_idle_limit() {
+    let (tx, rx) = std_mpsc::channel();
+    let (endpoint, _server) = server(move |i, mut s| {
+        let mut carry = Vec::new();
+        let _ = read_requests(&mut s, 1, &mut carry);
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").expect("write");
+        // Waits for the client's close (read returns 0), or for a second request.
+        let more = read_requests(&mut s, 1, &mut carry);
+        tx.send((i, more)).expect("report");
+    });
+    runtime().block_on(async {
+        let route = Route::with_idle_max(endpoint, 1, 1, Duration::from_millis(200));
+        assert_eq!(send_all(&route, &["first"], secs(5)).await, vec![status(200)]);
+        let (i, more) = tokio::task::spawn_blocking(move || {
+            rx.recv_timeout(secs(10)).expect("the client closed the idle connection within 10 s")
+        })
+        .await
+        .expect("join");
+        assert_eq!((i, more), (0, Vec::<String>::new()), "the client closed the idle connection");
+        assert_eq!(send_all(&route, &["second"], secs(5)).await, vec![status(200)]);
+    });
+}
+
 /// `Connection: close` after the first of three pipelined answers: the two requests behind
 /// it are written again on a new connection and answered there.
 #[test]
