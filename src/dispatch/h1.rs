@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -156,11 +155,13 @@ impl Route {
     }
 }
 
-/// A request written on the current connection and not yet answered.
+/// A request queued or written on the current connection and not yet answered.
 struct Sent {
     job: Job,
     /// Whether it may be written again on a new connection if this one is lost unanswered.
     resend_ok: bool,
+    /// Where its bytes end in the connection's outgoing stream (`Connection::queued` count).
+    end: u64,
 }
 
 /// One connection's task state.
@@ -176,7 +177,13 @@ struct Connection {
     unsent: VecDeque<(Job, bool)>,
     sent: VecDeque<Sent>,
     read: Vec<u8>,
+    /// Outgoing bytes not yet written; `write[..written]` are already on the wire.
     write: Vec<u8>,
+    written: usize,
+    /// Bytes queued on the current connection so far (`Sent::end` counts in these), and
+    /// bytes written so far.
+    queued: u64,
+    sent_bytes: u64,
     /// The route was dropped: finish what is queued, then end.
     closing: bool,
     /// Last write or answer on the current connection (for `idle_max`).
@@ -211,6 +218,9 @@ impl Connection {
             sent: VecDeque::new(),
             read: Vec::with_capacity(READ_BUFFER_BYTES),
             write: Vec::new(),
+            written: 0,
+            queued: 0,
+            sent_bytes: 0,
             closing: false,
             active_at: Instant::from_std(crate::clock::monotonic()),
             idle_max: KEEP_ALIVE_IDLE_MAX,
@@ -240,10 +250,11 @@ impl Connection {
             }
             self.expire_unsent();
             if !self.unsent.is_empty() {
-                self.flush().await;
+                self.queue_unsent().await;
                 continue;
             }
             let reading = self.stream.is_some();
+            let writing = reading && self.written < self.write.len();
             // The head request's deadline; on an idle connection, its idle limit.
             let deadline = match self.sent.front() {
                 Some(s) => Some(s.job.deadline),
@@ -256,11 +267,20 @@ impl Connection {
                     Some(job) => self.unsent.push_back((job, true)),
                     None => self.closing = true,
                 },
-                n = read_some(self.stream.as_mut(), &mut self.read), if reading => match n {
-                    Ok(0) => self.lose(Loss::Broken, "connection closed by the destination"),
-                    Ok(_) => self.answers(),
+                n = read_some(self.stream.as_ref(), &mut self.read), if reading => match n {
+                    Ok(Some(0)) => self.lose(Loss::Broken, "connection closed by the destination"),
+                    Ok(Some(_)) => self.answers(),
+                    Ok(None) => {}
                     Err(e) => self.lose(Loss::Broken, &e.to_string()),
                 },
+                // Writing never blocks reading: a destination may answer (say 413) before it
+                // has read a large request, and stop reading.
+                n = write_some(self.stream.as_ref(), &self.write[self.written..]), if writing => {
+                    match n {
+                        Ok(n) => self.wrote(n),
+                        Err(e) => self.lose(Loss::Broken, &e.to_string()),
+                    }
+                }
                 () = sleep_until(deadline), if deadline.is_some() => {
                     if self.sent.is_empty() {
                         self.stream = None;
@@ -283,8 +303,9 @@ impl Connection {
         }
     }
 
-    /// Connects if needed and writes every unsent request in one go.
-    async fn flush(&mut self) {
+    /// Connects if needed and queues every unsent request for writing (the loop writes them
+    /// while it reads answers).
+    async fn queue_unsent(&mut self) {
         let Some(first) = self.unsent.iter().map(|(j, _)| j.deadline).min() else { return };
         if self.stream.is_none() {
             let addr = (self.endpoint.host.as_str(), self.endpoint.port);
@@ -294,6 +315,8 @@ impl Connection {
                     self.stream = Some(stream);
                     self.served = 0;
                     self.read.clear();
+                    self.write.clear();
+                    (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
                 }
                 Ok(Err(e)) => {
                     let why = short(&e.to_string());
@@ -311,22 +334,26 @@ impl Connection {
         // A request on a connection that already served answers may meet the server's
         // keep-alive close: it may be resent once. So may one pipelined behind another.
         let reused = self.served > 0 || !self.sent.is_empty();
-        self.write.clear();
-        let mut batch = Vec::with_capacity(self.unsent.len());
+        let mut behind = false;
         while let Some((job, resend_ok)) = self.unsent.pop_front() {
             self.write.extend_from_slice(&job.request);
-            let behind = !batch.is_empty();
-            batch.push(Sent { job, resend_ok: resend_ok && (reused || behind) });
+            self.queued += job.request.len() as u64;
+            let resend_ok = resend_ok && (reused || behind);
+            self.sent.push_back(Sent { job, resend_ok, end: self.queued });
+            behind = true;
         }
-        self.sent.extend(batch);
         self.active_at = Instant::from_std(crate::clock::monotonic());
-        let Some(stream) = self.stream.as_mut() else { return };
-        let deadline = self.sent.front().map_or(first, |s| s.job.deadline);
-        match tokio::time::timeout_at(deadline, stream.write_all(&self.write)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => self.lose(Loss::Broken, &e.to_string()),
-            Err(_) => self.lose(Loss::Timeout, "connection closed after an attempt timed out"),
+    }
+
+    /// `n` more outgoing bytes are on the wire.
+    fn wrote(&mut self, n: usize) {
+        self.written += n;
+        self.sent_bytes += n as u64;
+        if self.written == self.write.len() {
+            self.write.clear();
+            self.written = 0;
         }
+        self.active_at = Instant::from_std(crate::clock::monotonic());
     }
 
     /// Completes every whole answer in the read buffer, in request order.
@@ -351,9 +378,16 @@ impl Connection {
                 continue;
             }
             let Some(sent) = self.sent.pop_front() else { return };
+            let unsent_tail = self.sent_bytes < sent.end;
             let result =
                 AttemptResult::Status { code: answer.code, retry_after: answer.retry_after };
             self.reply(sent.job, result);
+            if unsent_tail {
+                // Answered before its request was fully written: the rest of its bytes would
+                // be read as the next request. This connection is done.
+                self.lose(Loss::Broken, "connection closed after an early answer");
+                return;
+            }
             self.served += 1;
             self.active_at = Instant::from_std(crate::clock::monotonic());
             if answer.close {
@@ -370,6 +404,8 @@ impl Connection {
     fn lose(&mut self, loss: Loss, why: &str) {
         self.stream = None;
         self.read.clear();
+        self.write.clear();
+        (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
         let mut first = true;
         let mut resend = Vec::new();
         while let Some(sent) = self.sent.pop_front() {
@@ -388,14 +424,31 @@ impl Connection {
     }
 }
 
-/// Reads what is available into `buf`; an absent stream never completes.
-async fn read_some(stream: Option<&mut TcpStream>, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    match stream {
-        Some(s) => {
-            buf.reserve(READ_BUFFER_BYTES);
-            s.read_buf(buf).await
-        }
-        None => std::future::pending().await,
+/// Reads what is available into `buf` once the socket is readable: `Some(0)` at the end of
+/// the stream, `None` after a spurious wake-up. An absent stream never completes.
+async fn read_some(
+    stream: Option<&TcpStream>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
+    let Some(s) = stream else { return std::future::pending().await };
+    s.readable().await?;
+    buf.reserve(READ_BUFFER_BYTES);
+    match s.try_read_buf(buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes what the socket takes of `buf` once it is writable (0 after a spurious wake-up).
+/// An absent stream never completes.
+async fn write_some(stream: Option<&TcpStream>, buf: &[u8]) -> std::io::Result<usize> {
+    let Some(s) = stream else { return std::future::pending().await };
+    s.writable().await?;
+    match s.try_write(buf) {
+        Ok(n) => Ok(n),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
+        Err(e) => Err(e),
     }
 }
 

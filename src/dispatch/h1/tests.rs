@@ -220,6 +220,52 @@ fn an_idle_connection_is_closed_after_its_idle_limit() {
     });
 }
 
+/// A destination that answers before reading a large request (413) and stops reading: the
+/// answer is taken while the request is still being written (not at the attempt timeout),
+/// and that connection is closed, not reused (the unwritten rest would be read as a request).
+#[test]
+fn an_early_answer_to_an_unread_request_is_taken_and_ends_the_connection() {
+    let (report, reported) = std_mpsc::channel();
+    let (go, gone) = std_mpsc::channel::<()>();
+    let gone = std::sync::Mutex::new(gone);
+    let (endpoint, _server) = server(move |i, mut s| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).expect("read") == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let code = if i == 0 { "413 Payload Too Large" } else { "200 OK" };
+        let answer = format!("HTTP/1.1 {code}\r\ncontent-length: 0\r\n\r\n");
+        s.write_all(answer.as_bytes()).expect("write");
+        if i == 0 {
+            // Reads nothing more until the client has the answer, then drains to the close.
+            let _ = gone.lock().expect("lock").recv_timeout(secs(60));
+            let mut rest = Vec::new();
+            let closed = s.read_to_end(&mut rest).is_ok();
+            report.send(closed).expect("report");
+        } else {
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        // 64 MiB: far more than the loopback socket buffers hold.
+        let mut big = b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 67108864\r\n\r\n".to_vec();
+        big.resize(big.len() + (64 << 20), b'x');
+        let (reply, answer) = oneshot::channel();
+        let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
+        route.send(Job { request: big, deadline, reply });
+        let got = tokio::time::timeout(secs(30), answer).await;
+        assert_eq!(got.ok().and_then(Result::ok), Some(status(413)), "the early answer, in time");
+        go.send(()).expect("server waiting");
+        assert_eq!(send_all(&route, &["next"], secs(10)).await, vec![status(200)]);
+    });
+    assert_eq!(reported.recv_timeout(secs(30)), Ok(true), "the first connection was closed");
+}
+
 /// `Connection: close` after the first of three pipelined answers: the two requests behind
 /// it are written again on a new connection and answered there.
 #[test]
