@@ -373,3 +373,76 @@ fn answer_framing_rules() {
     let gzip = parse(gzip).expect("ok").expect("status known");
     assert!(gzip.close, "a non-chunked transfer coding is delimited by the close");
 }
+
+// ---- rev6 review: tests that demonstrate bugs found in review (expected to FAIL on main) ----
+
+/// A server that answers the one request of each connection with the raw `answer`, then closes;
+/// used by the review tests below.
+fn one_answer_per_connection(answer: &'static [u8]) -> (Endpoint, std::thread::JoinHandle<()>) {
+    server(move |_, mut s| {
+        let mut carry = Vec::new();
+        let _ = read_requests(&mut s, 1, &mut carry);
+        let _ = s.write_all(answer);
+        // Closes the connection (HTTP/1.0 style: one answer per connection).
+    })
+}
+
+/// rev6 finding: an HTTP/1.0-style destination (one answer, then close: e.g. Python's
+/// `http.server`, `tools/dev_sink.py`) with `pipeline` > 1. Every request behind the first on
+/// a connection is certainly unprocessed (the server announced the close, RFC 9112 §9.6), yet
+/// after one resend they fail with `Other` — a charged, failed attempt (retry, then DLQ, and a
+/// breaker failure) for an event the destination never saw.
+#[test]
+fn rev6_requests_behind_repeated_connection_close_are_not_failed() {
+    let (endpoint, _server) =
+        one_answer_per_connection(b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n");
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 4, 4);
+        let got = send_all(&route, &["a", "b", "c", "d"], secs(10)).await;
+        assert_eq!(got, vec![status(200); 4], "requests never processed were failed");
+    });
+}
+
+/// rev6 finding: a chunk-size line (or trailer) without end is buffered without bound until the
+/// attempt's deadline (httparse accepts any number of extension bytes; `chunked_len` re-scans
+/// from the start on every read). A destination can make the dispatcher hold gigabytes; the
+/// answer should be refused as malformed once a line passes a bound, like a head over 16 KiB.
+#[test]
+fn rev6_an_endless_chunk_extension_is_refused_not_buffered() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut carry = Vec::new();
+        let _ = read_requests(&mut s, 1, &mut carry);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;");
+        let junk = vec![b'x'; 64 * 1024];
+        for _ in 0..32 {
+            if s.write_all(&junk).is_err() {
+                return;
+            }
+        }
+        // 2 MiB of one chunk-size line, then silence with the connection open.
+        let _ = read_requests(&mut s, 1, &mut carry);
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        let got = send_all(&route, &["a"], secs(3)).await;
+        assert!(matches!(&got[0], AttemptResult::Other(_)), "buffered until the deadline: {got:?}");
+    });
+}
+
+/// rev6 finding: a valid 200 answer with more than 64 header fields is "malformed" (httparse
+/// TooManyHeaders) and becomes a retried `Other`: the destination processed the event, it is
+/// sent again every attempt, then dead-lettered. reqwest (hyper) accepted up to 100.
+#[test]
+fn rev6_a_200_with_many_headers_is_delivered() {
+    let mut answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n".to_vec();
+    for i in 0..70 {
+        answer.extend_from_slice(format!("x-h{i}: v\r\n").as_bytes());
+    }
+    answer.extend_from_slice(b"\r\n");
+    let answer: &'static [u8] = answer.leak();
+    let (endpoint, _server) = one_answer_per_connection(answer);
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        assert_eq!(send_all(&route, &["a"], secs(5)).await, vec![status(200)]);
+    });
+}
