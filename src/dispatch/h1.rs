@@ -34,9 +34,16 @@ use super::attempt::{short, RESPONSE_BODY_BYTES_MAX};
 use super::classify::AttemptResult;
 
 /// Most bytes of an answer's status line and headers.
-const HEAD_BYTES_MAX: usize = 16 * 1024;
+const HEAD_BYTES_MAX: usize = 64 * 1024;
 /// Most headers in an answer.
-const HEADERS_MAX: usize = 64;
+const HEADERS_MAX: usize = 128;
+/// Most bytes buffered for one answer that has not ended (head, the body bytes kept for
+/// framing, chunk-size lines and trailers): past it the answer is refused as malformed, so a
+/// destination cannot make the dispatcher buffer without bound.
+const ANSWER_BUFFER_MAX: usize = HEAD_BYTES_MAX + RESPONSE_BODY_BYTES_MAX + 64 * 1024;
+/// A connection's read or write buffer that grew past this (a large request or answer) is
+/// given back once empty instead of being kept for the life of the process.
+const BUFFER_KEEP_BYTES: usize = 256 * 1024;
 /// Initial capacity of a connection's read buffer (several small answers fit).
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// Most requests a destination may pipeline on one connection (`pipeline`).
@@ -249,7 +256,7 @@ impl Connection {
                 return;
             }
             self.expire_unsent();
-            if !self.unsent.is_empty() {
+            if !self.unsent.is_empty() && self.sent.len() < self.depth {
                 self.queue_unsent().await;
                 continue;
             }
@@ -257,7 +264,10 @@ impl Connection {
             let writing = reading && self.written < self.write.len();
             // The head request's deadline; on an idle connection, its idle limit.
             let deadline = match self.sent.front() {
-                Some(s) => Some(s.job.deadline),
+                Some(s) => {
+                    let waiting = self.unsent.iter().map(|(j, _)| j.deadline).min();
+                    Some(waiting.map_or(s.job.deadline, |w| w.min(s.job.deadline)))
+                }
                 None if reading => Some(self.active_at + self.idle_max),
                 None => None,
             };
@@ -278,11 +288,19 @@ impl Connection {
                 n = write_some(self.stream.as_ref(), &self.write[self.written..]), if writing => {
                     match n {
                         Ok(n) => self.wrote(n),
-                        Err(e) => self.lose(Loss::Broken, &e.to_string()),
+                        Err(e) => {
+                            self.read_pending();
+                            if self.stream.is_some() {
+                                self.lose(Loss::Broken, &e.to_string());
+                            }
+                        }
                     }
                 }
                 () = sleep_until(deadline), if deadline.is_some() => {
-                    if self.sent.is_empty() {
+                    let now = Instant::from_std(crate::clock::monotonic());
+                    if self.sent.front().is_some_and(|s| s.job.deadline > now) {
+                        // A queued request's deadline: `expire_unsent` at the loop's top.
+                    } else if self.sent.is_empty() {
                         self.stream = None;
                         self.read.clear();
                     } else {
@@ -335,7 +353,8 @@ impl Connection {
         // keep-alive close: it may be resent once. So may one pipelined behind another.
         let reused = self.served > 0 || !self.sent.is_empty();
         let mut behind = false;
-        while let Some((job, resend_ok)) = self.unsent.pop_front() {
+        while self.sent.len() < self.depth {
+            let Some((job, resend_ok)) = self.unsent.pop_front() else { break };
             self.write.extend_from_slice(&job.request);
             self.queued += job.request.len() as u64;
             let resend_ok = resend_ok && (reused || behind);
@@ -352,6 +371,9 @@ impl Connection {
         if self.written == self.write.len() {
             self.write.clear();
             self.written = 0;
+            if self.write.capacity() > BUFFER_KEEP_BYTES {
+                self.write = Vec::new();
+            }
         }
         self.active_at = Instant::from_std(crate::clock::monotonic());
     }
@@ -361,7 +383,11 @@ impl Connection {
         loop {
             let answer = match parse_answer(&self.read) {
                 Ok(Some(a)) => a,
-                Ok(None) => return,
+                Ok(None) if self.read.len() > ANSWER_BUFFER_MAX => {
+                    self.lose(Loss::Broken, "answer too long (no end within 192 KiB)");
+                    return;
+                }
+                Ok(None) => break,
                 Err(why) => {
                     self.lose(Loss::Broken, &why);
                     return;
@@ -372,7 +398,7 @@ impl Connection {
                 self.lose(Loss::Broken, "unexpected answer from the destination");
                 return;
             }
-            if (100..200).contains(&answer.code) {
+            if (100..200).contains(&answer.code) && answer.code != 101 {
                 // Interim answer (100 Continue, 103 Early Hints): the final one follows.
                 self.read.drain(..answer.len);
                 continue;
@@ -382,21 +408,53 @@ impl Connection {
             let result =
                 AttemptResult::Status { code: answer.code, retry_after: answer.retry_after };
             self.reply(sent.job, result);
-            if unsent_tail {
-                // Answered before its request was fully written: the rest of its bytes would
-                // be read as the next request. This connection is done.
-                self.lose(Loss::Broken, "connection closed after an early answer");
-                return;
-            }
             self.served += 1;
             self.active_at = Instant::from_std(crate::clock::monotonic());
-            if answer.close {
-                // The rest of this connection's answers will not come: resend what is left.
-                self.lose(Loss::Broken, "connection closed by the destination");
+            if answer.close || unsent_tail {
+                // The connection ends here: with `close` the server processes nothing after
+                // this answer (RFC 9112 §9.6); after an early answer the rest of the request
+                // would be read as a new one. The requests behind were never processed: they
+                // go out again on a new connection without using their one resend.
+                if answer.close {
+                    // A destination that closes after answers gains nothing from pipelining.
+                    self.depth = 1;
+                }
+                self.end_and_requeue();
                 return;
             }
             self.read.drain(..answer.len);
         }
+        if self.read.is_empty() && self.read.capacity() > BUFFER_KEEP_BYTES {
+            self.read = Vec::with_capacity(READ_BUFFER_BYTES);
+        }
+    }
+
+    /// Drops the connection after a final answer; the unanswered requests behind it are
+    /// queued again, ahead of new ones, with their resend allowance unchanged.
+    fn end_and_requeue(&mut self) {
+        self.stream = None;
+        self.read.clear();
+        self.write.clear();
+        (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
+        while let Some(sent) = self.sent.pop_back() {
+            self.unsent.push_front((sent.job, sent.resend_ok));
+        }
+    }
+
+    /// After a failed write: reads and completes the answers already received (a destination
+    /// may answer 413 and close before reading a large request), without waiting.
+    fn read_pending(&mut self) {
+        let Some(stream) = self.stream.as_ref() else { return };
+        // Straight to recv(2): tokio's `try_read_buf` answers WouldBlock until its reactor has
+        // seen the socket readable, which it may not have yet.
+        loop {
+            match recv_now(stream, &mut self.read) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if self.read.len() > ANSWER_BUFFER_MAX => break,
+                Ok(_) => {}
+            }
+        }
+        self.answers();
     }
 
     /// Drops the connection. The head request gets `why` (a timeout when `loss` is one) unless
@@ -440,6 +498,22 @@ async fn read_some(
     }
 }
 
+/// One non-blocking `recv(2)` into `buf`'s spare capacity (`READ_BUFFER_BYTES` reserved).
+fn recv_now(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    buf.reserve(READ_BUFFER_BYTES);
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: recv writes at most `spare.len()` bytes into the vector's spare capacity; the
+    // length is then raised by exactly the count it reports as written.
+    let n = unsafe {
+        libc::recv(stream.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), libc::MSG_DONTWAIT)
+    };
+    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    // SAFETY: see above; `n <= spare.len()`.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 /// Writes what the socket takes of `buf` once it is writable (0 after a spurious wake-up).
 /// An absent stream never completes.
 async fn write_some(stream: Option<&TcpStream>, buf: &[u8]) -> std::io::Result<usize> {
@@ -477,9 +551,12 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     let mut response = httparse::Response::new(&mut headers);
     let head = match response.parse(buf) {
+        Ok(httparse::Status::Complete(n)) if n > HEAD_BYTES_MAX => {
+            return Err("answer head over 64 KiB".to_owned());
+        }
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > HEAD_BYTES_MAX => {
-            return Err("answer head over 16 KiB".to_owned());
+            return Err("answer head over 64 KiB".to_owned());
         }
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(format!("malformed answer: {e}")),
@@ -519,6 +596,10 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
         }
     }
     let done = |len, close| Ok(Some(Answer { code, retry_after, len, close }));
+    if code == 101 {
+        // Switching Protocols (never asked for): a final answer, and the end of HTTP here.
+        return done(head, true);
+    }
     if (100..200).contains(&code) || code == 204 || code == 304 {
         return done(head, close);
     }
