@@ -376,8 +376,9 @@ impl Engine {
         }
     }
 
-    /// Reads up to `limit` due events per shard off the tokio thread (the ledger read may
-    /// block).
+    /// Reads up to `limit` due events per shard: on this thread when the inbox says its
+    /// reads are in-process lookups ([`Inbox::reads_inline`], RocksDB), else off it on tokio's
+    /// blocking pool (the read may wait on the network).
     async fn scan(&self, now_ms: u64, limit: usize) -> Scan {
         let inbox = Arc::clone(&self.inbox);
         let cursors = self.cursors.clone();
@@ -387,6 +388,10 @@ impl Engine {
             if let Some(set) = skip.get_mut(shard) {
                 set.insert(seq);
             }
+        }
+        if inbox.reads_inline() {
+            // RocksDB: memtable and block-cache reads, cheaper than two thread hand-offs.
+            return scan_shards(&*inbox, &cursors, now_ms, limit, &skip);
         }
         let read = tokio::task::spawn_blocking(move || {
             scan_shards(&*inbox, &cursors, now_ms, limit, &skip)

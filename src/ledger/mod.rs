@@ -287,6 +287,15 @@ pub trait Inbox: Send + Sync + 'static {
         let _ = event;
         Ok(true)
     }
+
+    /// Whether the dispatcher may call [`Inbox::due`], [`Inbox::next_due_after`] and
+    /// [`Inbox::ordering_turn`] on its own thread: true for an in-process store whose reads
+    /// are memtable and cache lookups (microseconds), saving a hand-off to tokio's blocking
+    /// pool and back per scan. The default, false, is for stores that wait on a network
+    /// round trip or run their own runtime (PostgreSQL).
+    fn reads_inline(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -467,6 +467,10 @@ impl Ledger {
 }
 
 impl Inbox for Ledger {
+    fn reads_inline(&self) -> bool {
+        true
+    }
+
     fn shards(&self) -> usize {
         Ledger::shards(self)
     }
