@@ -606,3 +606,32 @@ fn an_oversized_answer_body_does_not_stop_pipelining() {
     });
     assert_eq!(seen, ["c", "d"], "the link stopped pipelining after a client-side close");
 }
+
+/// A request waiting for a busy link (here behind one the destination holds) gets its
+/// `Timeout` at its own deadline, not when the request ahead of it is resolved. Deadlines
+/// differ on one route after a reload that lowers the destination's `timeout` (the route is
+/// kept: `made_for` has no timeout); today the waiting request is not looked at until it is
+/// taken from the link's channel, so it waits out the other request's (60 s) deadline.
+#[test]
+fn a_waiting_request_times_out_at_its_own_deadline() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut carry = Vec::new();
+        // Holds the first request unanswered until the client goes away.
+        let _ = read_requests_within(&mut s, 100, &mut carry, secs(120));
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        let now = Instant::from_std(crate::clock::monotonic());
+        let (reply, _held) = oneshot::channel();
+        route.send(Job { request: request("held"), deadline: now + secs(60), reply });
+        let (reply, waiting) = oneshot::channel();
+        let deadline = now + Duration::from_millis(300);
+        route.send(Job { request: request("short"), deadline, reply });
+        let got = tokio::time::timeout(secs(20), waiting).await;
+        assert_eq!(
+            got.ok().and_then(Result::ok),
+            Some(AttemptResult::Timeout),
+            "the waiting request was not timed out within 20 s of its 300 ms deadline"
+        );
+    });
+}
