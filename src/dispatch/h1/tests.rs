@@ -635,3 +635,39 @@ fn a_waiting_request_times_out_at_its_own_deadline() {
         );
     });
 }
+
+/// A destination that answers every large request early with `413` + close and resets the
+/// connection with the body unread, while a second large request is pipelined behind: every
+/// connection answers its head, so both requests get their 413 (no livelock, no resend used).
+#[test]
+fn early_413_and_close_on_every_connection_answers_every_request() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).expect("read") == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let answer =
+            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        s.write_all(answer).expect("write");
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 2, 2);
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            let mut big =
+                b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 16777216\r\n\r\n".to_vec();
+            big.resize(big.len() + (16 << 20), b'x');
+            let (reply, answer) = oneshot::channel();
+            let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
+            route.send(Job { request: big, deadline, reply });
+            answers.push(answer);
+        }
+        for answer in answers {
+            assert_eq!(answer.await.expect("answered"), status(413));
+        }
+    });
+}
