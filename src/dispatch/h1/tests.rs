@@ -500,3 +500,174 @@ fn a_200_with_many_headers_is_delivered() {
         assert_eq!(send_all(&route, &["a"], secs(5)).await, vec![status(200)]);
     });
 }
+
+/// Like `read_requests`, but gives up after `within` without a byte (returns what came).
+fn read_requests_within(
+    s: &mut StdStream,
+    n: usize,
+    carry: &mut Vec<u8>,
+    within: Duration,
+) -> Vec<String> {
+    s.set_read_timeout(Some(within)).expect("read timeout");
+    let mut tags = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        while let Some(end) = carry.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&carry[..end]).to_string();
+            let tag = head.lines().find_map(|l| l.strip_prefix("x-tag: ")).unwrap_or("?");
+            tags.push(tag.to_owned());
+            carry.drain(..end + 4 + 2);
+        }
+        if tags.len() >= n {
+            return tags;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return tags,
+            Ok(got) => carry.extend_from_slice(&buf[..got]),
+        }
+    }
+}
+
+/// Runs `first` on the route's first connection (it answers the requests `first_tags`, the
+/// last answer ending the connection one way or another), then sends `c` and `d` together and
+/// returns the tags the second connection had received before it answered anything: `[c, d]`
+/// while the link still pipelines (depth 2), `[c]` once it has dropped to depth 1.
+fn pipelined_after(
+    first_tags: &'static [&'static str],
+    first: impl Fn(&mut StdStream, &mut Vec<u8>) + Send + 'static,
+) -> Vec<String> {
+    let (tx, rx) = std_mpsc::channel();
+    let (endpoint, _server) = server(move |i, mut s| {
+        let mut carry = Vec::new();
+        if i == 0 {
+            first(&mut s, &mut carry);
+            return;
+        }
+        // Generous: two small requests written back to back arrive within milliseconds.
+        let tags = read_requests_within(&mut s, 2, &mut carry, secs(10));
+        tx.send(tags.clone()).expect("report");
+        let mut pending = tags.len();
+        loop {
+            for _ in 0..pending {
+                if s.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n").is_err() {
+                    return;
+                }
+            }
+            pending = read_requests_within(&mut s, 1, &mut carry, secs(30)).len();
+            if pending == 0 {
+                return;
+            }
+        }
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 2, 2);
+        for tag in first_tags {
+            assert_eq!(send_all(&route, &[tag], secs(10)).await, vec![status(200)]);
+        }
+        let got = send_all(&route, &["c", "d"], secs(60)).await;
+        assert_eq!(got, vec![status(202), status(202)]);
+    });
+    rx.recv_timeout(secs(30)).expect("second connection reported")
+}
+
+/// A keep-alive destination that rotates its connections — `Connection: close` on the N-th
+/// answer (nginx `keepalive_requests`, default 1000; Apache `MaxKeepAliveRequests`, default
+/// 100) with nothing pipelined behind — is still pipelined to on the next connection. Today
+/// the link drops to depth 1 for good, so every link to such a destination ends up one
+/// request at a time and the destination's concurrency collapses from `concurrency_max` to
+/// `ceil(concurrency_max / pipeline)` (benches/common.sh sets keepalive_requests 10000000,
+/// which hides it).
+#[test]
+fn a_keep_alive_rotation_close_does_not_stop_pipelining() {
+    let seen = pipelined_after(&["a", "b"], |s, carry| {
+        let _ = read_requests(s, 1, carry);
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").expect("write");
+        let _ = read_requests(s, 1, carry);
+        s.write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+            .expect("write");
+    });
+    assert_eq!(seen, ["c", "d"], "the link stopped pipelining after a routine close");
+}
+
+/// A connection the client itself ends — here after a keep-alive 200 whose body is over
+/// `RESPONSE_BODY_BYTES_MAX` and is not read — says nothing about the destination's
+/// pipelining; yet `answer.close` is set for it and the link drops to depth 1 for good.
+/// (Same for a close-delimited body, a non-chunked transfer coding, or a 101.)
+#[test]
+fn an_oversized_answer_body_does_not_stop_pipelining() {
+    let seen = pipelined_after(&["a"], |s, carry| {
+        let _ = read_requests(s, 1, carry);
+        let body = vec![b'x'; RESPONSE_BODY_BYTES_MAX + 4096];
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+        let _ = s.write_all(head.as_bytes());
+        let _ = s.write_all(&body);
+        // Keeps the connection open (the client ends it: read until then).
+        let _ = read_requests_within(s, 1, carry, secs(30));
+    });
+    assert_eq!(seen, ["c", "d"], "the link stopped pipelining after a client-side close");
+}
+
+/// A request waiting for a busy link (here behind one the destination holds) gets its
+/// `Timeout` at its own deadline, not when the request ahead of it is resolved. Deadlines
+/// differ on one route after a reload that lowers the destination's `timeout` (the route is
+/// kept: `made_for` has no timeout); today the waiting request is not looked at until it is
+/// taken from the link's channel, so it waits out the other request's (60 s) deadline.
+#[test]
+fn a_waiting_request_times_out_at_its_own_deadline() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut carry = Vec::new();
+        // Holds the first request unanswered until the client goes away.
+        let _ = read_requests_within(&mut s, 100, &mut carry, secs(120));
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 1, 1);
+        let now = Instant::from_std(crate::clock::monotonic());
+        let (reply, _held) = oneshot::channel();
+        route.send(Job { request: request("held"), deadline: now + secs(60), reply });
+        let (reply, waiting) = oneshot::channel();
+        let deadline = now + Duration::from_millis(300);
+        route.send(Job { request: request("short"), deadline, reply });
+        let got = tokio::time::timeout(secs(20), waiting).await;
+        assert_eq!(
+            got.ok().and_then(Result::ok),
+            Some(AttemptResult::Timeout),
+            "the waiting request was not timed out within 20 s of its 300 ms deadline"
+        );
+    });
+}
+
+/// A destination that answers every large request early with `413` + close and resets the
+/// connection with the body unread, while a second large request is pipelined behind: every
+/// connection answers its head, so both requests get their 413 (no livelock, no resend used).
+#[test]
+fn early_413_and_close_on_every_connection_answers_every_request() {
+    let (endpoint, _server) = server(|_, mut s| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).expect("read") == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let answer =
+            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        s.write_all(answer).expect("write");
+    });
+    runtime().block_on(async {
+        let route = Route::new(endpoint, 2, 2);
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            let mut big =
+                b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 16777216\r\n\r\n".to_vec();
+            big.resize(big.len() + (16 << 20), b'x');
+            let (reply, answer) = oneshot::channel();
+            let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
+            route.send(Job { request: big, deadline, reply });
+            answers.push(answer);
+        }
+        for answer in answers {
+            assert_eq!(answer.await.expect("answered"), status(413));
+        }
+    });
+}
