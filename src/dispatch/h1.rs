@@ -175,7 +175,10 @@ struct Sent {
 struct Connection {
     endpoint: Arc<Endpoint>,
     jobs: mpsc::UnboundedReceiver<Job>,
+    /// Requests in flight now: `pipeline`, or 1 after an HTTP/1.0-style close.
     depth: usize,
+    /// The destination's `pipeline`.
+    pipeline: usize,
     load: Arc<AtomicUsize>,
     stream: Option<TcpStream>,
     /// Answers completed on the current connection (0 = fresh).
@@ -218,6 +221,7 @@ impl Connection {
             endpoint,
             jobs,
             depth,
+            pipeline: depth,
             load,
             stream: None,
             served: 0,
@@ -245,7 +249,9 @@ impl Connection {
 
     async fn run(mut self) {
         loop {
-            while !self.closing && self.busy() < self.depth {
+            // Everything handed to this connection waits here (written `depth` at a time), so
+            // every waiting request's deadline is watched.
+            while !self.closing {
                 match self.jobs.try_recv() {
                     Ok(job) => self.unsent.push_back((job, true)),
                     Err(mpsc::error::TryRecvError::Empty) => break,
@@ -271,7 +277,7 @@ impl Connection {
                 None if reading => Some(self.active_at + self.idle_max),
                 None => None,
             };
-            let can_take = !self.closing && self.busy() < self.depth;
+            let can_take = !self.closing;
             tokio::select! {
                 job = self.jobs.recv(), if can_take => match job {
                     Some(job) => self.unsent.push_back((job, true)),
@@ -301,8 +307,7 @@ impl Connection {
                     if self.sent.front().is_some_and(|s| s.job.deadline > now) {
                         // A queued request's deadline: `expire_unsent` at the loop's top.
                     } else if self.sent.is_empty() {
-                        self.stream = None;
-                        self.read.clear();
+                        self.drop_stream();
                     } else {
                         self.lose(Loss::Timeout, "connection closed after an attempt timed out");
                     }
@@ -410,17 +415,29 @@ impl Connection {
             self.reply(sent.job, result);
             self.served += 1;
             self.active_at = Instant::from_std(crate::clock::monotonic());
-            if answer.close || unsent_tail {
-                // The connection ends here: with `close` the server processes nothing after
-                // this answer (RFC 9112 §9.6); after an early answer the rest of the request
+            if unsent_tail || answer.announced {
+                // The connection ends here: after an announced close the server processes
+                // nothing more (RFC 9112 §9.6); after an early answer the rest of the request
                 // would be read as a new one. The requests behind were never processed: they
                 // go out again on a new connection without using their one resend.
-                if answer.close {
-                    // A destination that closes after answers gains nothing from pipelining.
+                if answer.announced && self.served == 1 && !self.sent.is_empty() {
+                    // Closed after its first answer with requests pipelined behind (an
+                    // HTTP/1.0-style server): one request per connection until a connection
+                    // keeps alive again. (A close after many answers — nginx's
+                    // `keepalive_requests` — is connection rotation, not this.)
                     self.depth = 1;
                 }
                 self.end_and_requeue();
                 return;
+            }
+            if answer.close {
+                // Ended by this side (a body too large to read): the requests behind may have
+                // been processed, as on a broken connection.
+                self.lose(Loss::Broken, "connection closed after an answer too large to read");
+                return;
+            }
+            if self.served >= 2 && self.depth < self.pipeline {
+                self.depth = self.pipeline;
             }
             self.read.drain(..answer.len);
         }
@@ -432,13 +449,22 @@ impl Connection {
     /// Drops the connection after a final answer; the unanswered requests behind it are
     /// queued again, ahead of new ones, with their resend allowance unchanged.
     fn end_and_requeue(&mut self) {
-        self.stream = None;
-        self.read.clear();
-        self.write.clear();
-        (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
+        self.drop_stream();
         while let Some(sent) = self.sent.pop_back() {
             self.unsent.push_front((sent.job, sent.resend_ok));
         }
+    }
+
+    /// Closes the connection and forgets its bytes (large buffers are given back).
+    fn drop_stream(&mut self) {
+        self.stream = None;
+        for buf in [&mut self.read, &mut self.write] {
+            buf.clear();
+            if buf.capacity() > BUFFER_KEEP_BYTES {
+                *buf = Vec::new();
+            }
+        }
+        (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
     }
 
     /// After a failed write: reads and completes the answers already received (a destination
@@ -460,10 +486,7 @@ impl Connection {
     /// Drops the connection. The head request gets `why` (a timeout when `loss` is one) unless
     /// it may be resent; requests behind it are resent once.
     fn lose(&mut self, loss: Loss, why: &str) {
-        self.stream = None;
-        self.read.clear();
-        self.write.clear();
-        (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
+        self.drop_stream();
         let mut first = true;
         let mut resend = Vec::new();
         while let Some(sent) = self.sent.pop_front() {
@@ -543,6 +566,9 @@ struct Answer {
     /// The connection ends after this answer (`Connection: close`, HTTP/1.0, a body delimited
     /// by the close, or a body over `RESPONSE_BODY_BYTES_MAX` that is not read).
     close: bool,
+    /// The server ends it (all but the unread body): it processes no request after this one
+    /// (RFC 9112 §9.6).
+    announced: bool,
 }
 
 /// Parses the answer at the start of `buf`: `Ok(None)` while incomplete, an error text for a
@@ -595,7 +621,13 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
             retry_after = super::attempt::retry_after_text(value);
         }
     }
-    let done = |len, close| Ok(Some(Answer { code, retry_after, len, close }));
+    // `close` from the head: announced by the server. Other reasons below are noted apart.
+    let announced = close;
+    let done = |len, ends: bool| {
+        Ok(Some(Answer { code, retry_after, len, close: ends, announced: announced || ends }))
+    };
+    // Ends the connection by the client's choice only (the body is not read).
+    let unread = |len| Ok(Some(Answer { code, retry_after, len, close: true, announced }));
     if code == 101 {
         // Switching Protocols (never asked for): a final answer, and the end of HTTP here.
         return done(head, true);
@@ -611,11 +643,11 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
         return match chunked_len(&buf[head..])? {
             Chunked::Done(n) => done(head + n, close),
             Chunked::Partial => Ok(None),
-            Chunked::TooLong => done(buf.len(), true),
+            Chunked::TooLong => unread(buf.len()),
         };
     }
     match length {
-        Some(n) if n > RESPONSE_BODY_BYTES_MAX => done(buf.len(), true),
+        Some(n) if n > RESPONSE_BODY_BYTES_MAX => unread(buf.len()),
         Some(n) if buf.len() >= head + n => done(head + n, close),
         Some(_) => Ok(None),
         // Delimited by the close: the status decides, the body is not waited for.
