@@ -18,8 +18,18 @@
 //!   on a new connection if they may never have reached the destination (pipelined behind
 //!   another, or sent on a reused keep-alive connection the server had just closed); otherwise,
 //!   or the second time, they get [`AttemptResult::Other`];
+//! * after an answer the server ends the connection with (`Connection: close`, HTTP/1.0, a
+//!   close-delimited body, RFC 9112 §9.6), or an answer given before its request was fully
+//!   written, the requests behind it were never processed: they are queued again without
+//!   using their one resend; a server that closes after its *first* answer with requests
+//!   pipelined behind is not pipelined to (depth 1) until a connection keeps alive twice;
 //! * a connection that cannot be made gives [`AttemptResult::Connect`] to the requests waiting
-//!   for it.
+//!   for it;
+//! * answers are bounded (64 KiB head, 128 headers, 192 KiB unended) and idle connections
+//!   close after 60 s.
+//!
+//! Writes and reads run in one event loop, so an answer that comes before the request was
+//! read (413 to a large body) is taken at once.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -138,6 +138,41 @@ fn pipelined_answers_are_matched_in_request_order() {
     });
 }
 
+/// Reads one request head (up to its empty line) byte by byte, leaving the body unread;
+/// false at the end of the stream.
+fn read_head(s: &mut StdStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).expect("read") == 0 {
+            return false;
+        }
+        head.push(byte[0]);
+    }
+    true
+}
+
+/// A `POST` with a body of `bytes` (far more than loopback socket buffers hold when large).
+fn large_request(bytes: usize) -> Vec<u8> {
+    let mut r =
+        format!("POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: {bytes}\r\n\r\n").into_bytes();
+    r.resize(r.len() + bytes, b'x');
+    r
+}
+
+/// A server that reads each request's head only, answers `413` + `connection: close` and
+/// drops the connection with the body unread (the kernel then resets it).
+fn early_413_and_reset() -> (Endpoint, std::thread::JoinHandle<()>) {
+    server(|_, mut s| {
+        if !read_head(&mut s) {
+            return;
+        }
+        let answer =
+            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        s.write_all(answer).expect("write");
+    })
+}
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -229,13 +264,8 @@ fn an_early_answer_to_an_unread_request_is_taken_and_ends_the_connection() {
     let (go, gone) = std_mpsc::channel::<()>();
     let gone = std::sync::Mutex::new(gone);
     let (endpoint, _server) = server(move |i, mut s| {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut byte).expect("read") == 0 {
-                return;
-            }
-            head.push(byte[0]);
+        if !read_head(&mut s) {
+            return;
         }
         let code = if i == 0 { "413 Payload Too Large" } else { "200 OK" };
         let answer = format!("HTTP/1.1 {code}\r\ncontent-length: 0\r\n\r\n");
@@ -253,8 +283,7 @@ fn an_early_answer_to_an_unread_request_is_taken_and_ends_the_connection() {
     runtime().block_on(async {
         let route = Route::new(endpoint, 1, 1);
         // 64 MiB: far more than the loopback socket buffers hold.
-        let mut big = b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 67108864\r\n\r\n".to_vec();
-        big.resize(big.len() + (64 << 20), b'x');
+        let big = large_request(64 << 20);
         let (reply, answer) = oneshot::channel();
         let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
         route.send(Job { request: big, deadline, reply });
@@ -271,24 +300,10 @@ fn an_early_answer_to_an_unread_request_is_taken_and_ends_the_connection() {
 /// received is still read — the attempt gets its 413, not a reset error.
 #[test]
 fn an_answer_before_a_reset_is_not_lost() {
-    let (endpoint, _server) = server(|_, mut s| {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut byte).expect("read") == 0 {
-                return;
-            }
-            head.push(byte[0]);
-        }
-        let answer =
-            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
-        s.write_all(answer).expect("write");
-        // Dropped here with the body unread: the close becomes a reset.
-    });
+    let (endpoint, _server) = early_413_and_reset();
     runtime().block_on(async {
         let route = Route::new(endpoint, 1, 1);
-        let mut big = b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 67108864\r\n\r\n".to_vec();
-        big.resize(big.len() + (64 << 20), b'x');
+        let big = large_request(64 << 20);
         let (reply, answer) = oneshot::channel();
         let deadline = Instant::from_std(crate::clock::monotonic()) + secs(30);
         route.send(Job { request: big, deadline, reply });
@@ -641,26 +656,12 @@ fn a_waiting_request_times_out_at_its_own_deadline() {
 /// connection answers its head, so both requests get their 413 (no livelock, no resend used).
 #[test]
 fn early_413_and_close_on_every_connection_answers_every_request() {
-    let (endpoint, _server) = server(|_, mut s| {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if s.read(&mut byte).expect("read") == 0 {
-                return;
-            }
-            head.push(byte[0]);
-        }
-        let answer =
-            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
-        s.write_all(answer).expect("write");
-    });
+    let (endpoint, _server) = early_413_and_reset();
     runtime().block_on(async {
         let route = Route::new(endpoint, 2, 2);
         let mut answers = Vec::new();
         for _ in 0..2 {
-            let mut big =
-                b"POST /h HTTP/1.1\r\nhost: t\r\ncontent-length: 16777216\r\n\r\n".to_vec();
-            big.resize(big.len() + (16 << 20), b'x');
+            let big = large_request(16 << 20);
             let (reply, answer) = oneshot::channel();
             let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
             route.send(Job { request: big, deadline, reply });
