@@ -237,7 +237,9 @@ impl Connection {
             served: 0,
             unsent: VecDeque::new(),
             sent: VecDeque::new(),
-            read: Vec::with_capacity(READ_BUFFER_BYTES),
+            // Allocated on first read: a destination with a large `concurrency_max` has as many
+            // connection tasks, most never used.
+            read: Vec::new(),
             write: Vec::new(),
             written: 0,
             queued: 0,
