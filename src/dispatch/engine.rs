@@ -95,11 +95,11 @@ pub(super) struct Engine {
     routes: Vec<Option<RouteEntry>>,
 }
 
-/// A destination's `super::h1` connections and what they were made for.
+/// A destination's `super::h1` connections (`None` for https://) and what they were made
+/// for: URL, `concurrency_max`, `pipeline`.
 struct RouteEntry {
     made_for: (String, usize, usize),
-    route: Arc<super::h1::Route>,
-    endpoint: Arc<super::h1::Endpoint>,
+    h1: Option<(Arc<super::h1::Route>, Arc<super::h1::Endpoint>)>,
 }
 
 /// One destination's circuit breaker (its open/closed state lives in [`super::Controls`], where
@@ -444,25 +444,28 @@ impl Engine {
             route: None,
             endpoint: None,
         };
-        if dest.nats.is_none() {
-            let made_for = (dest.url.clone(), dest.concurrency_max, dest.pipeline);
-            if let Some(slot) = self.routes.get_mut(destination) {
-                let fresh = slot.as_ref().is_none_or(|r| r.made_for != made_for);
-                if fresh {
-                    *slot = super::h1::Endpoint::parse(&dest.url).map(|endpoint| RouteEntry {
-                        route: Arc::new(super::h1::Route::new(
-                            endpoint.clone(),
-                            dest.concurrency_max,
-                            dest.pipeline,
-                        )),
-                        endpoint: Arc::new(endpoint),
-                        made_for,
-                    });
-                }
-                if let Some(r) = slot {
-                    target.route = Some(Arc::clone(&r.route));
-                    target.endpoint = Some(Arc::clone(&r.endpoint));
-                }
+        if let (None, Some(slot)) = (&dest.nats, self.routes.get_mut(destination)) {
+            // Compared in place: no allocation per attempt while the configuration stands.
+            let stale = slot.as_ref().is_none_or(|r| {
+                r.made_for.0 != dest.url
+                    || (r.made_for.1, r.made_for.2) != (dest.concurrency_max, dest.pipeline)
+            });
+            if stale {
+                // `None` inside for an https:// URL, which reqwest serves: parsed once too.
+                let h1 = super::h1::Endpoint::parse(&dest.url).map(|endpoint| {
+                    let route = super::h1::Route::new(
+                        endpoint.clone(),
+                        dest.concurrency_max,
+                        dest.pipeline,
+                    );
+                    (Arc::new(route), Arc::new(endpoint))
+                });
+                let made_for = (dest.url.clone(), dest.concurrency_max, dest.pipeline);
+                *slot = Some(RouteEntry { made_for, h1 });
+            }
+            if let Some((route, endpoint)) = slot.as_ref().and_then(|r| r.h1.as_ref()) {
+                target.route = Some(Arc::clone(route));
+                target.endpoint = Some(Arc::clone(endpoint));
             }
         }
         let client = self.client.clone();
