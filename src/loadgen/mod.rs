@@ -16,6 +16,9 @@
 //! - closed loop (`--max`): every connection sends its next request as soon as the previous
 //!   answer arrived; latency from the send.
 //!
+//! Every connection is opened before the clock starts (as wrk does), so handshakes are not
+//! charged to the first requests.
+//!
 //! A run always stops by itself: at `--duration`, or after `--requests N`, whichever comes
 //! first. Exit codes (SPEC §1): 0 the run completed, 1 the target cannot be reached (or answered
 //! nothing), 2 bad usage.
@@ -312,6 +315,12 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
         .await
         .map_err(|_| format!("cannot connect to {addr} (--target {}): timed out", plan.url))?
         .map_err(|e| format!("cannot connect to {addr} (--target {}): {e}", plan.url))?;
+    // Every connection is opened before the clock starts (as wrk does): opening hundreds at
+    // the first intended send would charge the handshakes — and the SYN retries of a full listen
+    // backlog — to the first requests' latency. One that cannot be opened now connects at its
+    // first request, where a failure is counted.
+    let mut streams = preconnect(addr, plan.connections.saturating_sub(1), plan.timeout).await;
+    streams.push(Some(probe));
     let start = clock::monotonic();
     let shared = Arc::new(Shared {
         plan_rate: plan.rate,
@@ -326,8 +335,7 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
     });
     let progress = progress(plan, &shared);
     let mut tasks = Vec::with_capacity(plan.connections);
-    let mut first = Some(probe);
-    for c in 0..plan.connections {
+    for (c, stream) in streams.into_iter().enumerate() {
         let job = Job {
             connection: c,
             shared: Arc::clone(&shared),
@@ -336,7 +344,6 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
             duplicates: plan.duplicates,
             timeout: plan.timeout,
         };
-        let stream = first.take();
         tasks.push(tokio::spawn(connection(job, stream)));
     }
     let mut tally = Tally::new();
@@ -361,6 +368,24 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
         elapsed: clock::monotonic().saturating_duration_since(start),
     };
     Ok((shape, tally))
+}
+
+/// Opens `n` connections to `addr` concurrently, each within `timeout`; `None` for one that
+/// could not be opened.
+async fn preconnect(
+    addr: std::net::SocketAddr,
+    n: usize,
+    timeout: Duration,
+) -> Vec<Option<tokio::net::TcpStream>> {
+    let mut opening = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        opening.spawn(async move { tokio::time::timeout(timeout, conn::connect(addr)).await });
+    }
+    let mut streams = Vec::with_capacity(n + 1);
+    while let Some(opened) = opening.join_next().await {
+        streams.push(opened.ok().and_then(Result::ok).and_then(Result::ok));
+    }
+    streams
 }
 
 /// One connection's share of the run.
