@@ -20,9 +20,26 @@
 //! right after the previous batch was taken (an upper bound: one loop turn); epoll, the
 //! lateness of a timer the core sets for itself (how long ready tasks wait for their turn).
 
+//!
+//! A core that keeps up with its sockets can still hold a standing queue: between admission
+//! and the ledger's decision, in the shard's queue, its commits and the other threads sharing
+//! the core. No single stage's wait shows it, and a provider with many connections keeps
+//! every one of them busy, so the queue never grows past its connection count. [`Pie`] sheds
+//! on the *sojourn* of admissions instead — arrival to the ledger's decision — with the
+//! controller of RFC 8033 (PIE): every [`PIE_UPDATE_INTERVAL`] the share of arrivals shed
+//! moves by `α·(delay − target) + β·(delay − previous delay)` (delay: the mean sojourn of the
+//! interval; target: [`SOJOURN_TARGET`]), so it settles at the share that keeps the sojourn at
+//! the target, whatever the excess. Shed arrivals are refused before verification, like the
+//! queue-delay rule's. Without RFC 8033's damping of
+//! small shares (§4.2, tuned for TCP flows that halve their rate on one drop): a provider does
+//! not slow down on a 503, so the share must reach the excess quickly.
+
 use std::time::{Duration, Instant};
 
-use crate::limits::{QUEUE_DELAY_INTERVAL, QUEUE_DELAY_SAMPLES_MIN, QUEUE_DELAY_TARGET};
+use crate::limits::{
+    PIE_ALPHA, PIE_BETA, PIE_UPDATE_INTERVAL, QUEUE_DELAY_INTERVAL, QUEUE_DELAY_SAMPLES_MIN,
+    QUEUE_DELAY_TARGET, SOJOURN_TARGET,
+};
 
 /// One core's shedding state (the core's thread only; no locks).
 #[derive(Debug)]
@@ -70,6 +87,105 @@ impl Overload {
     /// Whether the core is saturated (the previous interval's verdict).
     pub fn shedding(&self) -> bool {
         self.shedding
+    }
+}
+
+/// One core's sojourn-based shedding state (RFC 8033's controller; the core's thread only).
+#[derive(Debug)]
+pub struct Pie {
+    /// Share of arriving requests shed, `0.0..=1.0`.
+    share: f64,
+    /// Shed credit: grows by `share` per arrival, and an arrival is shed when it reaches 1, so
+    /// exactly that share is shed, evenly spread (no randomness to make tests flaky).
+    credit: f64,
+    /// When the share is next updated.
+    update_at: Instant,
+    /// Sum and count of the sojourns recorded since the last update.
+    sum: Duration,
+    count: u32,
+    /// The mean sojourn of the previous update interval (RFC 8033's `qdelay_old`).
+    delay_old: Duration,
+    /// The last time a sojourn was recorded.
+    recorded_at: Instant,
+}
+
+impl Pie {
+    /// Sheds nothing; the first update is one interval after `now`.
+    pub fn new(now: Instant) -> Pie {
+        Pie {
+            share: 0.0,
+            credit: 0.0,
+            update_at: now + PIE_UPDATE_INTERVAL,
+            sum: Duration::ZERO,
+            count: 0,
+            delay_old: Duration::ZERO,
+            recorded_at: now,
+        }
+    }
+
+    /// Records the sojourn of an admission decided at `now`: from its arrival (as for
+    /// [`Overload::observe`]) to the ledger's decision.
+    pub fn record(&mut self, sojourn: Duration, now: Instant) {
+        self.update(now);
+        self.sum = self.sum.saturating_add(sojourn);
+        self.count = self.count.saturating_add(1);
+        self.recorded_at = now;
+    }
+
+    /// Whether a request arriving at `now` is shed (the current share of arrivals).
+    pub fn shed(&mut self, now: Instant) -> bool {
+        self.update(now);
+        // Only while the queue stands: the last interval's mean sojourn was over the target.
+        // (RFC 8033 §4.1 stops dropping under half the target while the probability is under
+        // 20 %; a 503 costs a provider a retry, so nothing is shed under the target at all —
+        // the share still falls only as fast as the controller lowers it.)
+        if self.share <= 0.0 || self.delay_old <= SOJOURN_TARGET {
+            self.credit = 0.0;
+            return false;
+        }
+        self.credit += self.share;
+        if self.credit >= 1.0 {
+            self.credit -= 1.0;
+            return true;
+        }
+        false
+    }
+
+    /// The share of arrivals currently shed, `0.0..=1.0`.
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// RFC 8033 §4.2, once per [`PIE_UPDATE_INTERVAL`] that has passed by `now`.
+    fn update(&mut self, now: Instant) {
+        if now < self.update_at {
+            return;
+        }
+        self.update_at = now + PIE_UPDATE_INTERVAL;
+        if self.count == 0 {
+            // No admission was decided: either nothing arrives (a quiet core: its old share is
+            // stale once a whole interval has been silent) or they all wait (a stall: keep the
+            // share until their sojourns are known).
+            if now.saturating_duration_since(self.recorded_at) >= QUEUE_DELAY_INTERVAL {
+                self.share = 0.0;
+                self.delay_old = Duration::ZERO;
+            }
+            return;
+        }
+        let delay = self.sum / self.count;
+        self.sum = Duration::ZERO;
+        self.count = 0;
+        let secs = |d: Duration| d.as_secs_f64();
+        let error = secs(delay) - secs(SOJOURN_TARGET);
+        let trend = secs(delay) - secs(self.delay_old);
+        let mut share = self.share + PIE_ALPHA * error + PIE_BETA * trend;
+        // RFC 8033 §4.2: with the queue gone for two intervals, the share decays by 2 %.
+        let half = SOJOURN_TARGET / 2;
+        if delay < half && self.delay_old < half {
+            share *= 0.98;
+        }
+        self.share = share.clamp(0.0, 1.0);
+        self.delay_old = delay;
     }
 }
 
@@ -166,6 +282,77 @@ mod tests {
         t += QUEUE_DELAY_INTERVAL;
         assert!(!o.observe(slow, t));
         assert!(!o.shedding());
+    }
+
+    /// Drives `pie` for `span`: every millisecond one admission is decided with sojourn
+    /// `sojourn` and one request arrives; returns how many arrivals were shed.
+    fn drive(pie: &mut Pie, t: &mut Instant, span: Duration, sojourn: Duration) -> u32 {
+        let end = *t + span;
+        let mut shed = 0;
+        while *t < end {
+            pie.record(sojourn, *t);
+            shed += u32::from(pie.shed(*t));
+            *t += MS;
+        }
+        shed
+    }
+
+    #[test]
+    fn sojourns_under_the_target_shed_nothing() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        assert_eq!(drive(&mut pie, &mut t, Duration::from_secs(5), SOJOURN_TARGET - MS), 0);
+        assert_eq!(pie.share(), 0.0);
+    }
+
+    #[test]
+    fn a_standing_sojourn_sheds_a_growing_share_and_exactly_that_share() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        let standing = 3 * SOJOURN_TARGET;
+        drive(&mut pie, &mut t, Duration::from_secs(1), standing);
+        let after_1s = pie.share();
+        assert!(after_1s > 0.2, "share after 1 s of a standing queue: {after_1s}");
+        drive(&mut pie, &mut t, Duration::from_secs(1), standing);
+        assert!(pie.share() > after_1s, "the share keeps growing while the queue stands");
+        // Between two updates the share is fixed: exactly that share of arrivals is shed,
+        // evenly spread.
+        let share = pie.share();
+        let mut shed = 0u32;
+        let n = 10;
+        for _ in 0..n {
+            shed += u32::from(pie.shed(t));
+        }
+        let expected = share * f64::from(n);
+        assert!((f64::from(shed) - expected).abs() <= 1.0, "{shed} shed of {n} at share {share}");
+    }
+
+    #[test]
+    fn shedding_stops_after_the_sojourn_falls_under_the_target() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        drive(&mut pie, &mut t, Duration::from_secs(2), 3 * SOJOURN_TARGET);
+        assert!(pie.share() > 0.0);
+        drive(&mut pie, &mut t, Duration::from_secs(5), MS);
+        assert_eq!(pie.share(), 0.0);
+        assert_eq!(drive(&mut pie, &mut t, Duration::from_secs(1), MS), 0);
+    }
+
+    #[test]
+    fn a_quiet_core_forgets_its_share_but_a_stalled_one_keeps_it() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        drive(&mut pie, &mut t, Duration::from_secs(2), 3 * SOJOURN_TARGET);
+        let share = pie.share();
+        assert!(share > 0.0);
+        // A stall shorter than an interval (no decision yet): the share stands.
+        t += QUEUE_DELAY_INTERVAL / 2;
+        pie.shed(t);
+        assert!(pie.share() >= share, "{} < {share}", pie.share());
+        // Nothing decided for a whole interval: the evidence is stale.
+        t += QUEUE_DELAY_INTERVAL;
+        assert!(!pie.shed(t));
+        assert_eq!(pie.share(), 0.0);
     }
 
     #[test]
