@@ -696,3 +696,21 @@ async fn attempt_task(
 fn group_of(key: &str, value: &str) -> String {
     format!("{}\0{value}", crate::ledger::ordering_scope(key))
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every attempt is a spawned task, so its future is moved into a fresh allocation per
+    /// attempt (tens of thousands per second): reqwest's and NATS's futures, about 10 KiB
+    /// together, are boxed inside it so that an attempt over the own HTTP/1.1 client copies
+    /// and allocates about a kilobyte (the target and the event, twice).
+    #[test]
+    fn an_attempt_task_is_small() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::new();
+        let target = super::super::attempt::tests::target();
+        let event = super::super::attempt::tests::event(None);
+        let task = super::attempt_task(client, target, event, 0);
+        let bytes = std::mem::size_of_val(&task);
+        assert!(bytes <= 1536, "an attempt task's future is {bytes} bytes");
+    }
+}
