@@ -87,6 +87,10 @@ pub const PIE_ALPHA: f64 = 0.125;
 /// the previous update (RFC 8033's β, 1.25).
 pub const PIE_BETA: f64 = 1.25;
 
+/// Sojourn shedding: how long a queue may stand before anything is shed (RFC 8033 §4.4's
+/// `MAX_BURST`, 150 ms).
+pub const PIE_BURST_ALLOWANCE: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

@@ -804,7 +804,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let started = clock::monotonic();
         let mut n = 0;
-        while ctx.sojourn.borrow().share() == 0.0 {
+        while !ctx.sojourn.borrow().shedding() {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
                 "no share shed after {n} admissions that each stood 2 targets"

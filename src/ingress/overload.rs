@@ -30,15 +30,16 @@
 //! moves by `α·(delay − target) + β·(delay − previous delay)` (delay: the mean sojourn of the
 //! interval; target: [`SOJOURN_TARGET`]), so it settles at the share that keeps the sojourn at
 //! the target, whatever the excess. Shed arrivals are refused before verification, like the
-//! queue-delay rule's. Without RFC 8033's damping of
+//! queue-delay rule's, and only once a queue has stood for RFC 8033's burst allowance
+//! ([`PIE_BURST_ALLOWANCE`]), so a short stall costs latency, not 503s. Without RFC 8033's damping of
 //! small shares (§4.2, tuned for TCP flows that halve their rate on one drop): a provider does
 //! not slow down on a 503, so the share must reach the excess quickly.
 
 use std::time::{Duration, Instant};
 
 use crate::limits::{
-    PIE_ALPHA, PIE_BETA, PIE_UPDATE_INTERVAL, QUEUE_DELAY_INTERVAL, QUEUE_DELAY_SAMPLES_MIN,
-    QUEUE_DELAY_TARGET, SOJOURN_TARGET,
+    PIE_ALPHA, PIE_BETA, PIE_BURST_ALLOWANCE, PIE_UPDATE_INTERVAL, QUEUE_DELAY_INTERVAL,
+    QUEUE_DELAY_SAMPLES_MIN, QUEUE_DELAY_TARGET, SOJOURN_TARGET,
 };
 
 /// One core's shedding state (the core's thread only; no locks).
@@ -107,6 +108,10 @@ pub struct Pie {
     delay_old: Duration,
     /// The last time a sojourn was recorded.
     recorded_at: Instant,
+    /// What is left of the burst allowance (RFC 8033 §4.4): nothing is shed until a queue has
+    /// stood for [`PIE_BURST_ALLOWANCE`], so a stall shorter than that (a slow fsync, a flush)
+    /// costs latency, not 503s.
+    burst_left: Duration,
 }
 
 impl Pie {
@@ -120,6 +125,7 @@ impl Pie {
             count: 0,
             delay_old: Duration::ZERO,
             recorded_at: now,
+            burst_left: PIE_BURST_ALLOWANCE,
         }
     }
 
@@ -139,7 +145,7 @@ impl Pie {
         // (RFC 8033 §4.1 stops dropping under half the target while the probability is under
         // 20 %; a 503 costs a provider a retry, so nothing is shed under the target at all —
         // the share still falls only as fast as the controller lowers it.)
-        if self.share <= 0.0 || self.delay_old <= SOJOURN_TARGET {
+        if !self.shedding() {
             self.credit = 0.0;
             return false;
         }
@@ -151,9 +157,15 @@ impl Pie {
         false
     }
 
-    /// The share of arrivals currently shed, `0.0..=1.0`.
+    /// The share of arrivals the controller has set, `0.0..=1.0`.
     pub fn share(&self) -> f64 {
         self.share
+    }
+
+    /// Whether that share of arrivals is being shed: the share is set, the last interval's mean
+    /// sojourn was over the target, and the burst allowance is spent.
+    pub fn shedding(&self) -> bool {
+        self.share > 0.0 && self.delay_old > SOJOURN_TARGET && self.burst_left.is_zero()
     }
 
     /// RFC 8033 §4.2, once per [`PIE_UPDATE_INTERVAL`] that has passed by `now`.
@@ -169,6 +181,7 @@ impl Pie {
             if now.saturating_duration_since(self.recorded_at) >= QUEUE_DELAY_INTERVAL {
                 self.share = 0.0;
                 self.delay_old = Duration::ZERO;
+                self.burst_left = PIE_BURST_ALLOWANCE;
             }
             return;
         }
@@ -185,6 +198,13 @@ impl Pie {
             share *= 0.98;
         }
         self.share = share.clamp(0.0, 1.0);
+        // RFC 8033 §4.4: the allowance runs down while a queue builds, and is whole again once
+        // the queue has been gone for two intervals and nothing is shed.
+        self.burst_left = if self.share == 0.0 && delay < half && self.delay_old < half {
+            PIE_BURST_ALLOWANCE
+        } else {
+            self.burst_left.saturating_sub(PIE_UPDATE_INTERVAL)
+        };
         self.delay_old = delay;
     }
 }
@@ -325,6 +345,20 @@ mod tests {
         }
         let expected = share * f64::from(n);
         assert!((f64::from(shed) - expected).abs() <= 1.0, "{shed} shed of {n} at share {share}");
+    }
+
+    #[test]
+    fn a_stall_shorter_than_the_burst_allowance_sheds_nothing() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        let quiet = MS;
+        assert_eq!(drive(&mut pie, &mut t, Duration::from_secs(1), quiet), 0);
+        let stall = PIE_BURST_ALLOWANCE - 3 * PIE_UPDATE_INTERVAL;
+        assert_eq!(drive(&mut pie, &mut t, stall, 5 * SOJOURN_TARGET), 0);
+        assert_eq!(drive(&mut pie, &mut t, Duration::from_secs(3), quiet), 0);
+        // A queue that stands longer than the allowance is shed, and so is the next stall
+        // while the allowance has not come back (the share is still being lowered).
+        assert!(drive(&mut pie, &mut t, Duration::from_secs(1), 5 * SOJOURN_TARGET) > 0);
     }
 
     #[test]
