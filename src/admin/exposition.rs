@@ -43,7 +43,7 @@ const ACK_LATENCY: Family = Family {
 const SHED: Family = Family {
     name: "hookwall_ingress_shed_total",
     kind: "counter",
-    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, because they waited over 50 ms for a saturated core, or as the share shed while admissions' arrival-to-decision time stands over 20 ms (RFC 8033's controller), by source.",
+    help: "Deliveries answered 503 overloaded because their estimated commit wait exceeded half the source's ack deadline, because they waited over 50 ms for a saturated core, or as the share shed while admissions' arrival-to-decision time beyond two commits stands over 20 ms (RFC 8033's controller), by source.",
 };
 const DEADLINE_MISSES: Family = Family {
     name: "hookwall_ingress_deadline_misses_total",

@@ -170,9 +170,25 @@ enum Phase {
     /// Reading (or between) requests; `source` once the head routed.
     Reading { source: Option<usize> },
     /// Waiting for the ledger's decision on a request of `source`.
-    Admitting { source: usize, event_id: String, keep_alive: bool, read_at: Instant },
+    /// `floor`: two of the shard's recent commit times, the sojourn without any queue (the
+    /// commit under way, then its own); sojourn shedding sees only what exceeds it.
+    Admitting {
+        source: usize,
+        event_id: String,
+        keep_alive: bool,
+        read_at: Instant,
+        floor: Duration,
+    },
     /// Answered with `Connection: close`; nothing more is read.
     Closing,
+}
+
+/// The part of an admission's `sojourn` that a queue made: what exceeds `floor`, the sojourn
+/// with nothing queued (two commits). Sojourn shedding sees only this part: shedding cannot
+/// shorten a commit, so a ledger whose every commit takes longer than the target (a slow disk,
+/// a remote PostgreSQL) must not make a quiet core shed.
+fn queue_part(sojourn: Duration, floor: Duration) -> Duration {
+    sojourn.saturating_sub(floor)
 }
 
 /// One connection's state.
@@ -493,13 +509,14 @@ impl Conn {
             Handled::Admit(admission) => {
                 ctx.stats.events.count(source, admission.event_type.as_deref());
                 let event_id = pipeline::event_id_of(&admission.key).to_owned();
+                let floor = 2 * ctx.ledger.commit_time(&admission.key);
                 // Deadline-aware admission (R17): refuse now what could not be acked in time.
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
                 if ctx.ledger.admission_wait(&admission.key) > budget {
                     ctx.ledger.shed(&admission.key);
                     ctx.stats.count_shed(source);
                 } else if ctx.ledger.admit(admission).is_ok() {
-                    self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
+                    self.phase = Phase::Admitting { source, event_id, keep_alive, read_at, floor };
                     return;
                 }
                 // Shed, or the shard's admission queue is full: 503 now, the provider retries.
@@ -511,8 +528,10 @@ impl Conn {
                 // `Unavailable` through its reply, so the joined decision (one reply, always
                 // called once) is 503 and the provider retries the whole delivery.
                 let budget = config.ack_deadline.mul_f64(ACK_DEADLINE_SHED_SHARE);
+                let mut floor = Duration::ZERO;
                 for admission in admissions {
                     ctx.stats.events.count(source, admission.event_type.as_deref());
+                    floor = floor.max(2 * ctx.ledger.commit_time(&admission.key));
                     if ctx.ledger.admission_wait(&admission.key) > budget {
                         ctx.ledger.shed(&admission.key);
                         ctx.stats.count_shed(source);
@@ -523,7 +542,7 @@ impl Conn {
                 }
                 // The batch's answer names no single event id.
                 let event_id = String::new();
-                self.phase = Phase::Admitting { source, event_id, keep_alive, read_at };
+                self.phase = Phase::Admitting { source, event_id, keep_alive, read_at, floor };
             }
         }
     }
@@ -531,7 +550,8 @@ impl Conn {
     /// Answers the request waiting for `decision` (called by the back end when the ledger's
     /// reply arrives). The back end then calls [`Conn::process`] again for pipelined requests.
     pub fn on_decision(&mut self, ctx: &CoreCtx, decision: Decision) {
-        let Phase::Admitting { source, ref event_id, keep_alive, read_at } = self.phase else {
+        let Phase::Admitting { source, ref event_id, keep_alive, read_at, floor } = self.phase
+        else {
             unreachable!("a decision arrives only for a connection that is admitting");
         };
         let answer = match decision {
@@ -541,8 +561,13 @@ impl Conn {
             Decision::Unavailable => Answer::Unavailable,
         };
         let event_id = event_id.clone();
-        let now = clock::monotonic();
-        ctx.sojourn.borrow_mut().record(now.saturating_duration_since(read_at), now);
+        // The queue part of the sojourn: what exceeds two commits. An `Unavailable` decision is
+        // a ledger failure, not a queue (it is answered `unavailable`, not shed).
+        if decision != Decision::Unavailable {
+            let now = clock::monotonic();
+            let sojourn = now.saturating_duration_since(read_at);
+            ctx.sojourn.borrow_mut().record(queue_part(sojourn, floor), now);
+        }
         self.phase = Phase::Reading { source: None };
         let event_id = Some(event_id.as_str()).filter(|id| !id.is_empty());
         self.answer(ctx, Some(source), answer, event_id, keep_alive, Some(read_at));
@@ -842,6 +867,33 @@ mod tests {
         assert!(shed > 0, "{statuses:?}");
         assert_eq!(shed + rest, statuses.len(), "{statuses:?}");
         assert_eq!(ctx.stats.shed_and_misses(0).0, shed as u64);
+    }
+
+    #[test]
+    fn slow_commits_without_a_queue_shed_nothing() {
+        // A quiet core (10 requests/s, one at a time) on a ledger whose every commit takes
+        // 30 ms — over the target, but no queue: shedding cannot shorten a commit.
+        let commit = Duration::from_millis(30);
+        assert!(commit > SOJOURN_TARGET);
+        let mut t = clock::monotonic();
+        let mut pie = Pie::new(t);
+        let mut shed = 0;
+        for _ in 0..600 {
+            if pie.shed(t) {
+                shed += 1;
+            } else {
+                pie.record(queue_part(commit, 2 * commit), t + commit);
+            }
+            t += Duration::from_millis(100);
+        }
+        assert_eq!(shed, 0, "share {}", pie.share());
+        // The same commits behind a standing queue of 100 ms are still shed.
+        for _ in 0..2000 {
+            shed += u32::from(pie.shed(t));
+            pie.record(queue_part(commit + Duration::from_millis(100), 2 * commit), t);
+            t += Duration::from_millis(1);
+        }
+        assert!(shed > 0);
     }
 
     #[test]

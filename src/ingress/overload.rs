@@ -28,7 +28,8 @@
 //! on the *sojourn* of admissions instead — arrival to the ledger's decision — with the
 //! controller of RFC 8033 (PIE): every [`PIE_UPDATE_INTERVAL`] the share of arrivals shed
 //! moves by `α·(delay − target) + β·(delay − previous delay)` (delay: the mean sojourn of the
-//! interval; target: [`SOJOURN_TARGET`]), so it settles at the share that keeps the sojourn at
+//! interval, less two of the shard's recent commit times — the sojourn with no queue, which
+//! shedding cannot shorten; target: [`SOJOURN_TARGET`]), so it settles at the share that keeps the sojourn at
 //! the target, whatever the excess. Shed arrivals are refused before verification, like the
 //! queue-delay rule's, and only once a queue has stood for RFC 8033's burst allowance
 //! ([`PIE_BURST_ALLOWANCE`]), so a short stall costs latency, not 503s. Without RFC 8033's damping of

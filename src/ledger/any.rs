@@ -54,6 +54,14 @@ impl LedgerHandle {
         }
     }
 
+    /// See [`Ledger::commit_time`].
+    pub fn commit_time(&self, key: &str) -> Duration {
+        match self {
+            LedgerHandle::RocksDb(l) => l.commit_time(key),
+            LedgerHandle::Postgres(l) => l.commit_time(),
+        }
+    }
+
     /// See [`Ledger::shed`].
     pub fn shed(&self, key: &str) {
         match self {

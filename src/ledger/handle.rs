@@ -265,6 +265,18 @@ impl Ledger {
         )
     }
 
+    /// The shard's recent time for one commit (the wait of an admission with nothing queued
+    /// ahead, [`Ledger::admission_wait`] with an empty queue). Ingress subtracts two of these
+    /// from an admission's sojourn before sojourn shedding: shedding cannot shorten a commit.
+    pub fn commit_time(&self, key: &str) -> std::time::Duration {
+        let cost = &self.inner.shared.costs[self.shard_of(key)];
+        estimate_wait(
+            0,
+            cost.commit_ns.load(Ordering::Relaxed),
+            cost.item_ns.load(Ordering::Relaxed),
+        )
+    }
+
     /// Tells the ledger that an admission of `key` was shed on [`Ledger::admission_wait`]'s
     /// word: the shard's learned costs decay by 1/8. Only admitted events teach the estimate,
     /// so without this a shard whose estimate went high (a disk stall) would shed every later

@@ -251,6 +251,16 @@ impl PgLedger {
         )
     }
 
+    /// The recent time for one commit ([`PgLedger::admission_wait`] with an empty queue).
+    pub fn commit_time(&self) -> Duration {
+        let shared = &self.inner.shared;
+        super::handle::estimate_wait(
+            0,
+            shared.commit_ns.load(Ordering::Relaxed),
+            shared.item_ns.load(Ordering::Relaxed),
+        )
+    }
+
     /// An admission was shed on [`PgLedger::admission_wait`]'s word: the learned costs decay
     /// by 1/8 (as the RocksDB ledger's do).
     pub fn shed(&self) {
