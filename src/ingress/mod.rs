@@ -106,24 +106,32 @@ pub(crate) fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
 /// listener, the dispatcher's outbound connections, eventfds, logs.
 const FDS_RESERVED: u64 = 1024;
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
-/// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
-/// or less when the descriptor limit cannot cover it. At the cap, new connections are
-/// accepted and closed at once instead of running the process out of descriptors.
-pub fn connections_per_core(cores: usize) -> usize {
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit in force
+/// afterwards (file descriptors; 0 when it cannot be read). Used by `serve` and `loadgen`.
+pub fn raise_fd_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0
-            && limit.rlim_cur < limit.rlim_max
-        {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
             let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) == 0 {
                 limit.rlim_cur = limit.rlim_max;
             }
         }
     }
-    let usable = limit.rlim_cur.saturating_sub(FDS_RESERVED.min(limit.rlim_cur / 4));
+    limit.rlim_cur
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
+/// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
+/// or less when the descriptor limit cannot cover it. At the cap, new connections are
+/// accepted and closed at once instead of running the process out of descriptors.
+pub fn connections_per_core(cores: usize) -> usize {
+    let soft = raise_fd_limit();
+    let usable = soft.saturating_sub(FDS_RESERVED.min(soft / 4));
     let per_core = usize::try_from(usable / cores.max(1) as u64).unwrap_or(usize::MAX);
     per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX)
 }

@@ -246,6 +246,17 @@ pub fn main(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Each connection is a descriptor: raise the soft limit as `serve` does, and refuse a
+    // count the process could not open (else the excess would fail to connect, unseen).
+    let fds = crate::ingress::raise_fd_limit();
+    let needed = u64::try_from(plan.connections).unwrap_or(u64::MAX).saturating_add(FDS_SPARE);
+    if fds != 0 && needed > fds {
+        eprintln!(
+            "hookwall loadgen: --connections {}: this process may open only {fds} file descriptors (raise `ulimit -n`)",
+            plan.connections
+        );
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(plan.threads)
         .enable_all()
@@ -404,6 +415,9 @@ struct Sent {
     body: Vec<u8>,
 }
 
+/// Descriptors loadgen needs beyond its connections (runtime, stdio, the probe, `--out`).
+const FDS_SPARE: u64 = 64;
+
 /// The resolution of tokio's timer.
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
@@ -419,6 +433,8 @@ async fn connection(job: Job, mut stream: Option<tokio::net::TcpStream>) -> Tall
     let mut history: Vec<Sent> = Vec::new();
     let mut buf = Vec::with_capacity(4096);
     let mut seq = 0u64;
+    // Whether `stream` is a connection opened before the clock and not used yet.
+    let mut unused = stream.is_some();
     loop {
         let i = shared.next.fetch_add(1, Ordering::Relaxed);
         if shared.requests_max.is_some_and(|n| i >= n) {
@@ -447,7 +463,14 @@ async fn connection(job: Job, mut stream: Option<tokio::net::TcpStream>) -> Tall
         tally.sent += 1;
         tally.duplicates_sent += u64::from(duplicate);
         shared.sent.fetch_add(1, Ordering::Relaxed);
-        let result = exchange(&job, &mut stream, &mut buf, &request).await;
+        let mut result = exchange(&job, &mut stream, &mut buf, &request).await;
+        if unused && matches!(result, Exchanged::Failed { connect: false }) {
+            // Opened before the clock started, this connection may have waited longer than
+            // the target keeps an idle connection: a new one gets the request instead.
+            stream = None;
+            result = exchange(&job, &mut stream, &mut buf, &request).await;
+        }
+        unused = false;
         let done = clock::monotonic();
         match result {
             Exchanged::Answered(response, sent_at) => {

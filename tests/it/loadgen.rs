@@ -203,3 +203,88 @@ fn loadgen_counts_requests_a_stalled_target_kept_it_from_sending() {
     assert_eq!(sent + unsent, 40, "20/s for 2 s: {report}");
     assert!(unsent > 0 && count(&report, "/timeouts") == sent, "{report}");
 }
+
+/// A target that closes a connection on which no request came within 300 ms of its accept (as
+/// servers close idle connections): connections opened before the clock whose first request
+/// comes later than that are replaced, not counted as errors (open loop, 10/s over 6 connections: the 4th to
+/// 6th first requests come 0.3–0.5 s after the connections were opened).
+#[test]
+fn loadgen_replaces_a_connection_the_target_closed_before_its_first_request() {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let idle = std::time::Duration::from_millis(300);
+                conn.set_read_timeout(Some(idle)).expect("timeout");
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // Answer every whole request in the buffer.
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().expect("a length"));
+                        if buf.len() < end + 4 + len {
+                            break;
+                        }
+                        buf.drain(..end + 4 + len);
+                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                        if conn.write_all(answer).is_err() {
+                            return;
+                        }
+                        conn.set_read_timeout(None).expect("no timeout once used");
+                    }
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return, // closed, or no first request in time: close
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/x");
+    let o = loadgen(&[
+        "--target",
+        &url,
+        "--provider",
+        "stripe",
+        "--secret",
+        "whsec_x",
+        "--rate",
+        "10/s",
+        "--duration",
+        "2s",
+        "--connections",
+        "6",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(count(&report, "/errors"), 0, "{report}");
+    assert_eq!(count(&report, "/sent"), 20, "{report}");
+    assert_eq!(count(&report, "/answered"), 20, "{report}");
+}
+
+/// More connections than the process may open descriptors for: refused up front with the
+/// limit and exit 2, not run with the excess failing to connect unseen.
+#[test]
+fn loadgen_refuses_more_connections_than_its_descriptor_limit() {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" loadgen --target http://127.0.0.1:1/x --provider stripe --secret whsec_x --connections 1024 --duration 1s"#)
+        .arg(env!("CARGO_BIN_EXE_hookwall"))
+        .output()
+        .expect("running hookwall loadgen under a descriptor limit");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--connections 1024") && stderr.contains("256 file descriptors"),
+        "{stderr}"
+    );
+}
