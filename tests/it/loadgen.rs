@@ -24,6 +24,12 @@ fn loadgen(args: &[&str]) -> Output {
         .expect("running hookwall loadgen")
 }
 
+/// `hookwall loadgen` at `url` with Stripe deliveries signed with `whsec_x`, then `extra`.
+fn loadgen_stripe(url: &str, extra: &[&str]) -> Output {
+    let base = ["--target", url, "--provider", "stripe", "--secret", "whsec_x"];
+    loadgen(&[&base[..], extra].concat())
+}
+
 fn count(v: &serde_json::Value, pointer: &str) -> u64 {
     v.pointer(pointer).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
@@ -145,7 +151,7 @@ fn loadgen_against_a_closed_port_exits_1() {
         l.local_addr().expect("addr").port()
     }; // closed again: connections are refused
     let url = format!("http://127.0.0.1:{port}/webhooks/x");
-    let o = loadgen(&["--target", &url, "--provider", "stripe", "--secret", "whsec_x"]);
+    let o = loadgen_stripe(&url, &[]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "{stderr}");
@@ -177,23 +183,10 @@ fn loadgen_counts_requests_a_stalled_target_kept_it_from_sending() {
         })
     };
     let url = format!("http://127.0.0.1:{port}/x");
-    let o = loadgen(&[
-        "--target",
+    let o = loadgen_stripe(
         &url,
-        "--provider",
-        "stripe",
-        "--secret",
-        "whsec_x",
-        "--rate",
-        "20/s",
-        "--duration",
-        "2s",
-        "--timeout",
-        "1s",
-        "--connections",
-        "2",
-        "--json",
-    ]);
+        &["--rate", "20/s", "--duration", "2s", "--timeout", "1s", "--connections", "2", "--json"],
+    );
     stop.store(true, Ordering::Relaxed);
     assert!(holder.join().expect("holder thread") >= 2, "the generator connected");
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -248,21 +241,10 @@ fn loadgen_replaces_a_connection_the_target_closed_before_its_first_request() {
         }
     });
     let url = format!("http://127.0.0.1:{port}/x");
-    let o = loadgen(&[
-        "--target",
+    let o = loadgen_stripe(
         &url,
-        "--provider",
-        "stripe",
-        "--secret",
-        "whsec_x",
-        "--rate",
-        "10/s",
-        "--duration",
-        "2s",
-        "--connections",
-        "6",
-        "--json",
-    ]);
+        &["--rate", "10/s", "--duration", "2s", "--connections", "6", "--json"],
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");

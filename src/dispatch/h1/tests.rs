@@ -14,26 +14,10 @@ fn request(tag: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Reads whole test requests from `s` until `n` are in; returns their tags in order.
+/// Reads whole test requests from `s` until `n` are in; returns their tags in order (fewer
+/// when the client closes or nothing comes for a minute).
 fn read_requests(s: &mut StdStream, n: usize, carry: &mut Vec<u8>) -> Vec<String> {
-    let mut tags = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        while let Some(end) = carry.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&carry[..end]).to_string();
-            let tag = head.lines().find_map(|l| l.strip_prefix("x-tag: ")).unwrap_or("?");
-            tags.push(tag.to_owned());
-            carry.drain(..end + 4 + 2);
-        }
-        if tags.len() >= n {
-            return tags;
-        }
-        let got = s.read(&mut buf).expect("server read");
-        if got == 0 {
-            return tags;
-        }
-        carry.extend_from_slice(&buf[..got]);
-    }
+    read_requests_within(s, n, carry, Duration::from_secs(60))
 }
 
 /// A server that runs `script` on each accepted connection (in order), on its own thread.
