@@ -529,35 +529,58 @@ const CLI_RSS_MAX_KIB: u64 = 64 * 1024;
 /// Growth of the server's peak RSS allowed over a bulk replay and redelivery (KiB).
 const SERVER_RSS_GROWTH_MAX_KIB: u64 = 48 * 1024;
 
-/// Runs `hookwall ARGS…` to completion; its output and its peak RSS in KiB (`ru_maxrss` of
-/// this very child, from wait4).
-#[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which also gives its rusage")]
+/// Runs `hookwall ARGS…` to completion; its output and its peak RSS in KiB, the highest
+/// `VmHWM` of the child's own address space sampled from `/proc/PID/status` while it runs.
+///
+/// Not `ru_maxrss` from wait4: Linux folds the RSS of the address space a process had before
+/// `exec` into its `ru_maxrss`, and a child spawned from this test binary starts out in the
+/// test binary's (vfork) or a copy of it (fork) — so `ru_maxrss` reported the test binary's
+/// RSS, hundreds of MiB while other tests run, not the CLI's. Samples are taken only once
+/// `/proc/PID/exe` is the hookwall binary, i.e. after `exec` replaced the address space.
 fn run_measured(args: &[&str]) -> (Output, u64) {
     use std::io::Read as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_hookwall"));
+    let mut child = Command::new(bin)
         .args(args)
         .env_remove("HOOKWALL_CONFIG")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("running hookwall dlq");
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let mut err_pipe = child.stderr.take().expect("stderr pipe");
-    let err_reader = std::thread::spawn(move || {
-        let _ = err_pipe.read_to_end(&mut stderr);
-        stderr
-    });
-    child.stdout.take().expect("stdout pipe").read_to_end(&mut stdout).expect("reading stdout");
-    let stderr = err_reader.join().expect("stderr reader");
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child, with valid out-pointers.
-    let rc = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
-    assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
-    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
-    let peak = u64::try_from(usage.ru_maxrss).expect("ru_maxrss is positive");
+    let pipe = |p: Option<Box<dyn std::io::Read + Send>>| {
+        let mut p = p.expect("piped");
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = p.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let out_reader = pipe(child.stdout.take().map(|p| Box::new(p) as _));
+    let err_reader = pipe(child.stderr.take().map(|p| Box::new(p) as _));
+    let (proc_status, proc_exe) =
+        (format!("/proc/{}/status", child.id()), format!("/proc/{}/exe", child.id()));
+    let (mut peak, mut samples) = (0u64, 0u32);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        // Read exe first: once it is the hookwall binary, exec has switched the address
+        // space, so the VmHWM that follows is the CLI's own.
+        let execed = std::fs::read_link(&proc_exe).is_ok_and(|exe| exe == bin);
+        if let (true, Ok(text)) = (execed, std::fs::read_to_string(&proc_status)) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+                samples += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2)); // sampling interval
+    };
+    let (stdout, stderr) = (out_reader.join().expect("stdout"), err_reader.join().expect("stderr"));
+    assert!(samples > 0, "the CLI's RSS was sampled at least once while it ran");
     (Output { status, stdout, stderr }, peak)
 }
 
