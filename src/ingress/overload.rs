@@ -34,13 +34,16 @@
 //! queue-delay rule's, and only once a queue has stood for RFC 8033's burst allowance
 //! ([`PIE_BURST_ALLOWANCE`]), so a short stall costs latency, not 503s. Without RFC 8033's damping of
 //! small shares (§4.2, tuned for TCP flows that halve their rate on one drop): a provider does
-//! not slow down on a 503, so the share must reach the excess quickly.
+//! not slow down on a 503, so the share must reach the excess quickly. With §4.2's cap: from a
+//! share of [`PIE_STEP_CAPPED_FROM`] on, one update adds at most [`PIE_STEP_MAX`], so the long
+//! sojourns that end a stall raise the share step by step, not in one jump.
 
 use std::time::{Duration, Instant};
 
 use crate::limits::{
-    PIE_ALPHA, PIE_BETA, PIE_BURST_ALLOWANCE, PIE_UPDATE_INTERVAL, QUEUE_DELAY_INTERVAL,
-    QUEUE_DELAY_SAMPLES_MIN, QUEUE_DELAY_TARGET, SOJOURN_TARGET,
+    PIE_ALPHA, PIE_BETA, PIE_BURST_ALLOWANCE, PIE_STEP_CAPPED_FROM, PIE_STEP_MAX,
+    PIE_UPDATE_INTERVAL, QUEUE_DELAY_INTERVAL, QUEUE_DELAY_SAMPLES_MIN, QUEUE_DELAY_TARGET,
+    SOJOURN_TARGET,
 };
 
 /// One core's shedding state (the core's thread only; no locks).
@@ -192,7 +195,12 @@ impl Pie {
         let secs = |d: Duration| d.as_secs_f64();
         let error = secs(delay) - secs(SOJOURN_TARGET);
         let trend = secs(delay) - secs(self.delay_old);
-        let mut share = self.share + PIE_ALPHA * error + PIE_BETA * trend;
+        let mut step = PIE_ALPHA * error + PIE_BETA * trend;
+        // RFC 8033 §4.2: above 10 %, a rise is capped at 2 % per update.
+        if self.share >= PIE_STEP_CAPPED_FROM {
+            step = step.min(PIE_STEP_MAX);
+        }
+        let mut share = self.share + step;
         // RFC 8033 §4.2: with the queue gone for two intervals, the share decays by 2 %.
         let half = SOJOURN_TARGET / 2;
         if delay < half && self.delay_old < half {
@@ -360,6 +368,23 @@ mod tests {
         // A queue that stands longer than the allowance is shed, and so is the next stall
         // while the allowance has not come back (the share is still being lowered).
         assert!(drive(&mut pie, &mut t, Duration::from_secs(1), 5 * SOJOURN_TARGET) > 0);
+    }
+
+    #[test]
+    fn above_a_tenth_the_share_rises_by_at_most_the_step_cap_per_update() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        drive(&mut pie, &mut t, Duration::from_secs(1), 3 * SOJOURN_TARGET);
+        assert!(pie.share() >= PIE_STEP_CAPPED_FROM, "share {}", pie.share());
+        // A stall ends: sojourns jump from 60 ms to 2 s. Uncapped, β alone would add 2.4 to
+        // the share in one update; capped, each update adds at most PIE_STEP_MAX.
+        for _ in 0..5 {
+            let before = pie.share();
+            drive(&mut pie, &mut t, PIE_UPDATE_INTERVAL, Duration::from_secs(2));
+            let rise = pie.share() - before;
+            assert!(rise > 0.0, "the share still rises");
+            assert!(rise <= PIE_STEP_MAX + 1e-12, "rose by {rise} in one update");
+        }
     }
 
     #[test]
