@@ -2,7 +2,8 @@
 # End-to-end benchmark of hookwall on this machine, with `hookwall loadgen` as the generator:
 #   (a) nginx answering a static 200            closed loop, 64 connections
 #   (b) hookwall, sync = true, unique signed Stripe events, closed loop, 64 connections,
-#       forwarding every event to the same local nginx (delivered counted after a bounded drain)
+#       forwarding every event to a second local nginx, the destination (delivered counted
+#       after a bounded drain; where it runs: DEST below)
 #   (s) sustained: hookwall open loop at the rate (b) delivered during its run, forwarding on;
 #       accepted/s, delivered/s and how much the inbox grew during it (~0 = sustainable)
 #   (c) raw RocksDB WriteBatch sync throughput at the batch size hookwall formed in (b)
@@ -22,7 +23,10 @@
 #              record a perf profile of hookwall in one extra, uncounted run: perf-hookwall*.txt),
 #              CARGO_TARGET_DIR (default target), WORK_DIR (ledger etc.; must not be tmpfs),
 #              PG (auto | 0 | 1, see (f)/(g)), PIPELINE (the destination's `pipeline`: requests
-#              in flight per connection to nginx, default 8; 1 = no HTTP/1.1 pipelining).
+#              in flight per connection to nginx, default 8; 1 = no HTTP/1.1 pipelining),
+#              DEST (where the destination nginx runs: client = on the load generator's CPUs,
+#              the default, so the server CPUs hold only the system under test, as in (a);
+#              server = on the server CPUs with hookwall, as in runs 1-10 of docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,8 +63,9 @@ cargo build --release --bin hookwall -q
 cargo bench --bench ledger --no-run -q 2>/dev/null
 HOOKWALL="$CARGO_TARGET_DIR/release/hookwall"
 
-# ---- core split: the system under test (hookwall or nginx, and the destination nginx) on the
-# first CPU, the load generator on the last; with one CPU, nothing is pinned.
+# ---- core split: the system under test (hookwall or nginx) on the first CPU, the load
+# generator (and by default the destination, see DEST) on the last; with one CPU, nothing is
+# pinned.
 ncpu="$(nproc)"
 if [ "$ncpu" -ge 2 ]; then
   server_cpus="0"
@@ -68,7 +73,7 @@ if [ "$ncpu" -ge 2 ]; then
   if [ "$ncpu" -ge 4 ]; then server_cpus="0-$((ncpu / 2 - 1))"; client_cpus="$((ncpu / 2))-$((ncpu - 1))"; fi
   server_pin=(taskset -c "$server_cpus")
   client_pin=(taskset -c "$client_cpus")
-  split="server (hookwall / nginx, destination nginx, RocksDB bench) on CPU $server_cpus; loadgen on CPU $client_cpus (taskset)"
+  split="server (hookwall / nginx, RocksDB bench) on CPU $server_cpus; loadgen on CPU $client_cpus (taskset)"
 else
   server_pin=()
   client_pin=()
@@ -80,14 +85,29 @@ on_server() { "${server_pin[@]}" "$@"; }
 on_client() { "${client_pin[@]}" "$@"; }
 server_ncpu="$(on_server nproc)"
 client_ncpu="$(on_client nproc)"
+# The destination nginx (what hookwall forwards to) is outside the system under test, like the
+# generator: by default it runs on the client CPUs, so in (b), (s), (d), (e) hookwall has the
+# server CPUs to itself as nginx has in (a). DEST=server puts it on the server CPUs instead.
+DEST="${DEST:-client}"
+case "$DEST" in
+  client) dest_pin=("${client_pin[@]}"); dest_ncpu="$client_ncpu"; dest_where="the loadgen's CPU(s)" ;;
+  server) dest_pin=("${server_pin[@]}"); dest_ncpu="$server_ncpu"; dest_where="the server's CPU(s)" ;;
+  *) log "error: DEST must be client or server, not '$DEST'"; exit 2 ;;
+esac
+split="$split; destination nginx on $dest_where (DEST=$DEST)"
 
 NGINX_PORT="$(free_port)"
+DEST_PORT="$(free_port)"
 HW_PORT="$(free_port)"
 ADMIN_PORT="$(free_port)"
 
 # ---- nginx: its own instance on a loopback port, temp config; static 200 everywhere.
 write_nginx_conf "$work/nginx" "$NGINX_PORT" "$server_ncpu" 8192
 "${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+pids+=($!)
+# The destination: a second instance of the same static 200 (see DEST above).
+write_nginx_conf "$work/nginx-dest" "$DEST_PORT" "$dest_ncpu" 8192
+"${dest_pin[@]}" "$NGINX" -c "$work/nginx-dest/nginx.conf" -p "$work/nginx-dest" &
 pids+=($!)
 
 # ---- hookwall: sync = true, one Stripe source forwarding to nginx.
@@ -118,7 +138,7 @@ destination = "nginx"
 
 [[destination]]
 id = "nginx"
-url = "http://127.0.0.1:$NGINX_PORT/hooks"
+url = "http://127.0.0.1:$DEST_PORT/hooks"
 timeout = "5s"
 attempts_max = 5
 backoff_min = "100ms"
@@ -138,6 +158,7 @@ wait_http() { # URL: poll (bounded, 30 s) until it answers 200
   log "error: $1 did not answer 200 within 30 s"; exit 1
 }
 wait_http "http://127.0.0.1:$NGINX_PORT/"
+wait_http "http://127.0.0.1:$DEST_PORT/"
 wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
 
 metric() { # NAME_WITH_LABELS: its value on /metrics (0 if absent)
