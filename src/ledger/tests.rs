@@ -390,14 +390,17 @@ fn failed_write_fails_closed() {
 #[test]
 fn the_admission_wait_counts_commits_and_items_ahead() {
     use super::handle::estimate_wait;
+    use crate::limits::{COMMIT_BATCH_MAX as BATCH, SHARD_QUEUE_MAX};
     use std::time::Duration;
+    let full = u64::try_from(SHARD_QUEUE_MAX / BATCH).expect("small") + 1;
     let cases = [
         // (queued ahead, commit ns, per-item ns) → ns
         ((0, 0, 0), 0),
         ((0, 300_000, 20_000), 300_000),
         ((10, 300_000, 20_000), 300_000 + 10 * 20_000),
-        ((1024, 300_000, 0), 2 * 300_000),
-        ((8192, 1_000_000_000, 0), 9 * 1_000_000_000),
+        ((BATCH - 1, 300_000, 0), 300_000),
+        ((BATCH, 300_000, 0), 2 * 300_000),
+        ((SHARD_QUEUE_MAX, 1_000_000_000, 0), full * 1_000_000_000),
     ];
     for ((ahead, commit, item), ns) in cases {
         assert_eq!(estimate_wait(ahead, commit, item), Duration::from_nanos(ns), "{ahead}");
