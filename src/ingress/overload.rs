@@ -388,6 +388,16 @@ mod tests {
     }
 
     #[test]
+    fn under_a_tenth_the_share_rises_without_the_step_cap() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        // Two update intervals from the start hold exactly one update (the first is one
+        // interval after `new`): the share jumps from 0 by far more than the cap.
+        drive(&mut pie, &mut t, 2 * PIE_UPDATE_INTERVAL, Duration::from_secs(2));
+        assert!(pie.share() > PIE_STEP_CAPPED_FROM + PIE_STEP_MAX, "share {}", pie.share());
+    }
+
+    #[test]
     fn shedding_stops_after_the_sojourn_falls_under_the_target() {
         let mut t = crate::clock::monotonic();
         let mut pie = Pie::new(t);
