@@ -34,6 +34,11 @@ PHASE_S="${PHASE_S:-10}"
 ROUNDS="${ROUNDS:-2}"
 CONNECTIONS=64
 PIPELINE="${PIPELINE:-8}"
+DEST="${DEST:-client}"   # checked here, before anything is built or started (see the core split)
+case "$DEST" in
+  client | server) ;;
+  *) printf 'error: DEST must be client or server, not %s\n' "'$DEST'" >&2; exit 2 ;;
+esac
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 results="${1:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$results"
@@ -88,12 +93,11 @@ client_ncpu="$(on_client nproc)"
 # The destination nginx (what hookwall forwards to) is outside the system under test, like the
 # generator: by default it runs on the client CPUs, so in (b), (s), (d), (e) hookwall has the
 # server CPUs to itself as nginx has in (a). DEST=server puts it on the server CPUs instead.
-DEST="${DEST:-client}"
 case "$DEST" in
   client) dest_pin=("${client_pin[@]}"); dest_ncpu="$client_ncpu"; dest_where="the loadgen's CPU(s)" ;;
   server) dest_pin=("${server_pin[@]}"); dest_ncpu="$server_ncpu"; dest_where="the server's CPU(s)" ;;
-  *) log "error: DEST must be client or server, not '$DEST'"; exit 2 ;;
 esac
+if [ "$ncpu" -lt 2 ]; then dest_where="the one CPU (not pinned)"; fi
 split="$split; destination nginx on $dest_where (DEST=$DEST)"
 
 NGINX_PORT="$(free_port)"

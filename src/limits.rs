@@ -96,11 +96,11 @@ pub const PIE_ALPHA: f64 = 0.125;
 pub const PIE_BETA: f64 = 1.25;
 
 /// Sojourn shedding: from this shed share on, one update raises the share by at most
-/// [`PIE_STEP_MAX`] (RFC 8033 §4.2's cap on the drop probability's adjustment above 10 %).
+/// [`PIE_STEP_MAX`] (RFC 8033 §5.5, "Cap Drop Adjustment": an optional element; above 10 %).
 pub const PIE_STEP_CAPPED_FROM: f64 = 0.1;
 
 /// Sojourn shedding: the most one update raises a share of at least [`PIE_STEP_CAPPED_FROM`]
-/// (RFC 8033 §4.2, 2 %): a sudden long sojourn — a stall that just ended — then raises the
+/// (RFC 8033 §5.5, 2 %): a sudden long sojourn — a stall that just ended — then raises the
 /// share over several updates, which see whether the queue is still there, not in one jump.
 pub const PIE_STEP_MAX: f64 = 0.02;
 

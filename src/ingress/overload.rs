@@ -34,9 +34,9 @@
 //! queue-delay rule's, and only once a queue has stood for RFC 8033's burst allowance
 //! ([`PIE_BURST_ALLOWANCE`]), so a short stall costs latency, not 503s. Without RFC 8033's damping of
 //! small shares (§4.2, tuned for TCP flows that halve their rate on one drop): a provider does
-//! not slow down on a 503, so the share must reach the excess quickly. With §4.2's cap: from a
-//! share of [`PIE_STEP_CAPPED_FROM`] on, one update adds at most [`PIE_STEP_MAX`], so the long
-//! sojourns that end a stall raise the share step by step, not in one jump.
+//! not slow down on a 503, so the share must reach the excess quickly. With §5.5's optional
+//! cap: from a share of [`PIE_STEP_CAPPED_FROM`] on, one update adds at most [`PIE_STEP_MAX`],
+//! so the long sojourns that end a stall raise the share step by step, not in one jump.
 
 use std::time::{Duration, Instant};
 
@@ -196,7 +196,7 @@ impl Pie {
         let error = secs(delay) - secs(SOJOURN_TARGET);
         let trend = secs(delay) - secs(self.delay_old);
         let mut step = PIE_ALPHA * error + PIE_BETA * trend;
-        // RFC 8033 §4.2: above 10 %, a rise is capped at 2 % per update.
+        // RFC 8033 §5.5 (optional): above 10 %, a rise is capped at 2 % per update.
         if self.share >= PIE_STEP_CAPPED_FROM {
             step = step.min(PIE_STEP_MAX);
         }
@@ -385,6 +385,16 @@ mod tests {
             assert!(rise > 0.0, "the share still rises");
             assert!(rise <= PIE_STEP_MAX + 1e-12, "rose by {rise} in one update");
         }
+    }
+
+    #[test]
+    fn under_a_tenth_the_share_rises_without_the_step_cap() {
+        let mut t = crate::clock::monotonic();
+        let mut pie = Pie::new(t);
+        // Two update intervals from the start hold exactly one update (the first is one
+        // interval after `new`): the share jumps from 0 by far more than the cap.
+        drive(&mut pie, &mut t, 2 * PIE_UPDATE_INTERVAL, Duration::from_secs(2));
+        assert!(pie.share() > PIE_STEP_CAPPED_FROM + PIE_STEP_MAX, "share {}", pie.share());
     }
 
     #[test]

@@ -536,7 +536,10 @@ const SERVER_RSS_GROWTH_MAX_KIB: u64 = 48 * 1024;
 /// `exec` into its `ru_maxrss`, and a child spawned from this test binary starts out in the
 /// test binary's (vfork) or a copy of it (fork) — so `ru_maxrss` reported the test binary's
 /// RSS, hundreds of MiB while other tests run, not the CLI's. Samples are taken only once
-/// `/proc/PID/exe` is the hookwall binary, i.e. after `exec` replaced the address space.
+/// `/proc/PID/exe` is no longer this test binary, i.e. after `exec` replaced the address space
+/// (compared with `/proc/self/exe`, not with `CARGO_BIN_EXE_hookwall`: the kernel's path is
+/// the resolved one, which differs from cargo's when the target dir's path holds a symlink).
+/// Panics, with the CLI's stderr, if it runs longer than [`CLI_RUN_MAX`].
 fn run_measured(args: &[&str]) -> (Output, u64) {
     use std::io::Read as _;
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_hookwall"));
@@ -559,14 +562,25 @@ fn run_measured(args: &[&str]) -> (Output, u64) {
     let err_reader = pipe(child.stderr.take().map(|p| Box::new(p) as _));
     let (proc_status, proc_exe) =
         (format!("/proc/{}/status", child.id()), format!("/proc/{}/exe", child.id()));
+    let this_test = std::fs::read_link("/proc/self/exe").expect("/proc/self/exe");
+    let deadline = Instant::now() + CLI_RUN_MAX;
     let (mut peak, mut samples) = (0u64, 0u32);
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        // Read exe first: once it is the hookwall binary, exec has switched the address
-        // space, so the VmHWM that follows is the CLI's own.
-        let execed = std::fs::read_link(&proc_exe).is_ok_and(|exe| exe == bin);
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err_reader.join().expect("stderr");
+            panic!(
+                "hookwall {args:?} still ran after {CLI_RUN_MAX:?}; stderr:\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        // Read exe first: once it is no longer this test binary, exec has switched the
+        // address space, so the VmHWM that follows is the CLI's own.
+        let execed = std::fs::read_link(&proc_exe).is_ok_and(|exe| exe != this_test);
         if let (true, Ok(text)) = (execed, std::fs::read_to_string(&proc_status)) {
             if let Some(kib) = text
                 .lines()
@@ -580,9 +594,14 @@ fn run_measured(args: &[&str]) -> (Output, u64) {
         std::thread::sleep(Duration::from_millis(2)); // sampling interval
     };
     let (stdout, stderr) = (out_reader.join().expect("stdout"), err_reader.join().expect("stderr"));
-    assert!(samples > 0, "the CLI's RSS was sampled at least once while it ran");
-    (Output { status, stdout, stderr }, peak)
+    let out = Output { status, stdout, stderr };
+    assert!(samples > 0, "the CLI's RSS was never sampled while it ran: {}", show(&out));
+    (out, peak)
 }
+
+/// How long [`run_measured`] lets the CLI run (10 000 replays at `--rate 5000` take about 2 s
+/// unloaded; generous for a loaded 2-core CI machine).
+const CLI_RUN_MAX: Duration = Duration::from_secs(300);
 
 /// Item 6: after `breaker_failures_max` consecutive failures the breaker opens (metric and
 /// admin view) and the destination is probed with one attempt at a time, at most one per
