@@ -23,6 +23,12 @@ pub const SHARD_QUEUE_MAX: usize = 8192;
 /// the closed-loop, ingest-only and drain figures unchanged (`docs/benchmarks.md`, run 11).
 /// A synced write costs about 0.2 ms on the dev VM, so the extra commits are cheap.
 pub const COMMIT_BATCH_MAX: usize = 128;
+/// Most admissions, or settlements, one PostgreSQL ledger thread decides in one transaction
+/// (`ledger::postgres`). Kept at the value that backend was measured with (docs/postgres.md):
+/// its writers wait on round trips to the server, not on the ingress core, so the turn-taking
+/// that made [`COMMIT_BATCH_MAX`] small does not arise, and fewer, larger transactions keep a
+/// drain of settlements fast.
+pub const POSTGRES_COMMIT_BATCH_MAX: usize = 1024;
 /// Most secrets one source may hold (rotation overlap, R3).
 pub const SECRETS_PER_SOURCE_MAX: usize = 16;
 /// Most signatures read from one signature header (e.g. several `v1=` in Stripe's header).

@@ -260,6 +260,7 @@ impl Ledger {
         let cost = &self.inner.shared.costs[shard];
         estimate_wait(
             ahead,
+            crate::limits::COMMIT_BATCH_MAX,
             cost.commit_ns.load(Ordering::Relaxed),
             cost.item_ns.load(Ordering::Relaxed),
         )
@@ -272,6 +273,7 @@ impl Ledger {
         let cost = &self.inner.shared.costs[self.shard_of(key)];
         estimate_wait(
             0,
+            crate::limits::COMMIT_BATCH_MAX,
             cost.commit_ns.load(Ordering::Relaxed),
             cost.item_ns.load(Ordering::Relaxed),
         )
@@ -377,11 +379,16 @@ impl Ledger {
     }
 }
 
-/// The wait estimate of [`Ledger::admission_wait`]: `ahead` queued admissions, recent commit
-/// time and per-item cost in ns.
-pub(super) fn estimate_wait(ahead: usize, commit_ns: u64, item_ns: u64) -> std::time::Duration {
+/// The wait estimate of [`Ledger::admission_wait`]: `ahead` queued admissions, decided at most
+/// `batch_max` per commit (the backend's limit), recent commit time and per-item cost in ns.
+pub(super) fn estimate_wait(
+    ahead: usize,
+    batch_max: usize,
+    commit_ns: u64,
+    item_ns: u64,
+) -> std::time::Duration {
     let ahead = u64::try_from(ahead).unwrap_or(u64::MAX);
-    let batch = u64::try_from(crate::limits::COMMIT_BATCH_MAX).expect("a small constant");
+    let batch = u64::try_from(batch_max.max(1)).unwrap_or(u64::MAX);
     let commits = ahead / batch + 1;
     let ns = commits.saturating_mul(commit_ns).saturating_add(ahead.saturating_mul(item_ns));
     std::time::Duration::from_nanos(ns)

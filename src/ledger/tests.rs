@@ -403,8 +403,12 @@ fn the_admission_wait_counts_commits_and_items_ahead() {
         ((SHARD_QUEUE_MAX, 1_000_000_000, 0), full * 1_000_000_000),
     ];
     for ((ahead, commit, item), ns) in cases {
-        assert_eq!(estimate_wait(ahead, commit, item), Duration::from_nanos(ns), "{ahead}");
+        let wait = estimate_wait(ahead, BATCH, commit, item);
+        assert_eq!(wait, Duration::from_nanos(ns), "{ahead}");
     }
+    // A backend with larger batches (PostgreSQL) needs fewer commits for the same queue.
+    let wait = estimate_wait(BATCH, 8 * BATCH, 300_000, 0);
+    assert_eq!(wait, Duration::from_nanos(300_000), "one commit takes the whole queue");
 }
 
 #[test]

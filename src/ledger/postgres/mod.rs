@@ -4,7 +4,7 @@
 //! Same decisions, codes and guarantees as the RocksDB ledger at the same seams: ingress
 //! hands [`Admission`]s to [`PgLedger::admit`], the dispatcher reads and settles through
 //! [`Inbox`]. Admission: `pool_size - 1` writer threads take admissions from one bounded queue;
-//! each drains up to `COMMIT_BATCH_MAX` and decides them in ONE transaction with ONE multi-row
+//! each drains up to `POSTGRES_COMMIT_BATCH_MAX` and decides them in ONE transaction with ONE multi-row
 //! `INSERT … ON CONFLICT DO NOTHING RETURNING` (group commit over the network). The primary
 //! key `(tenant, source, event_id)` is the single source of truth: the rows the INSERT did not
 //! return already existed (committed, possibly by another node a moment ago: PostgreSQL makes
@@ -41,7 +41,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::codec::truncate_utf8;
 use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
-use crate::limits::{ATTEMPT_ERROR_BYTES_MAX, COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
+use crate::limits::{
+    ATTEMPT_ERROR_BYTES_MAX, POSTGRES_COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX,
+};
 use crate::metrics::Metrics;
 
 /// Longest a connection attempt may take before the node counts the database unreachable.
@@ -246,6 +248,7 @@ impl PgLedger {
         let ahead = self.inner.admit.len() / shared.writers;
         super::handle::estimate_wait(
             ahead,
+            POSTGRES_COMMIT_BATCH_MAX,
             shared.commit_ns.load(Ordering::Relaxed),
             shared.item_ns.load(Ordering::Relaxed),
         )
@@ -256,6 +259,7 @@ impl PgLedger {
         let shared = &self.inner.shared;
         super::handle::estimate_wait(
             0,
+            POSTGRES_COMMIT_BATCH_MAX,
             shared.commit_ns.load(Ordering::Relaxed),
             shared.item_ns.load(Ordering::Relaxed),
         )
@@ -356,7 +360,7 @@ struct Statements {
 /// The admission INSERT. `order_stamp` (R22) is taken from the database's clock, not the
 /// node's: an event whose transaction started after another's committed gets a larger stamp
 /// whichever nodes admitted them. `× 2048 + n` keeps a batch's rows in batch order
-/// (`COMMIT_BATCH_MAX` < 2048; µs × 2048 fits an INT8 until about 2112).
+/// (`POSTGRES_COMMIT_BATCH_MAX` < 2048; µs × 2048 fits an INT8 until about 2112).
 const INSERT: &str = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
         fingerprint, event_type, secret_id, signed_at, received_at_ms, content_type, body,
         state, attempts, due_ms, ordering_value, order_stamp)
@@ -409,7 +413,7 @@ fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<(
             recv(stop) -> _ => break,
         };
         let mut batch = vec![first];
-        while batch.len() < COMMIT_BATCH_MAX {
+        while batch.len() < POSTGRES_COMMIT_BATCH_MAX {
             match rx.try_recv() {
                 Ok(a) => batch.push(a),
                 Err(_) => break,
@@ -645,7 +649,7 @@ fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
             default(idle) => continue,
         };
         let mut batch = vec![first];
-        while batch.len() < COMMIT_BATCH_MAX {
+        while batch.len() < POSTGRES_COMMIT_BATCH_MAX {
             match rx.try_recv() {
                 Ok(j) => batch.push(j),
                 Err(_) => break,
