@@ -10,6 +10,7 @@
 #       (criterion: benches/ledger.rs, group rocksdb_writebatch_sync)
 #   (d) hookwall open loop at 50 % of (b)'s peak: p50 / p99 / p99.9 ack latency
 #   (e) hookwall open loop at 150 % of (b)'s peak: share answered 503 overloaded, p99 of the rest
+#       (after an uncounted warm-up of its 2048 connections against nginx)
 #   (f) the same closed loop against 1 node, then (g) 2 nodes, on one throwaway local PostgreSQL
 #       (`ledger.backend = "postgres"`, same source and destination as (b)), printed as ratios
 #       to (b), the RocksDB figure of this run (issue 8). On by default when the PostgreSQL
