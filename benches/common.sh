@@ -19,7 +19,12 @@ ensure_nginx() {
 }
 
 # A TCP port on 127.0.0.1 that was free a moment ago.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# N distinct free loopback ports, one per line: all N are bound at once before any is released,
+# so two servers of one run never get the same port (each call alone could repeat one).
+free_ports() { python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"; }
 
 # Writes DIR/nginx.conf: its own instance (no daemon, no access log, temp paths under DIR)
 # answering a static 200 `{"status":"ok"}` on 127.0.0.1:PORT with WORKERS worker processes.

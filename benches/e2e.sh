@@ -101,10 +101,7 @@ esac
 if [ "$ncpu" -lt 2 ]; then dest_where="the one CPU (not pinned)"; fi
 split="$split; destination nginx on $dest_where (DEST=$DEST)"
 
-NGINX_PORT="$(free_port)"
-DEST_PORT="$(free_port)"
-HW_PORT="$(free_port)"
-ADMIN_PORT="$(free_port)"
+{ read -r NGINX_PORT; read -r DEST_PORT; read -r HW_PORT; read -r ADMIN_PORT; } < <(free_ports 4)
 
 # ---- nginx: its own instance on a loopback port, temp config; static 200 everywhere.
 write_nginx_conf "$work/nginx" "$NGINX_PORT" "$server_ncpu" 8192
@@ -328,7 +325,7 @@ if [ "$PG" != "0" ]; then
   PG_URL="host=$pg_dir user=postgres dbname=postgres"
   pg_node() { # NAME: writes $work/NAME.toml (as hookwall.toml, ledger on PostgreSQL); prints "port admin"
     local port admin
-    port="$(free_port)"; admin="$(free_port)"
+    { read -r port; read -r admin; } < <(free_ports 2)
     sed -e "s|^listen = .*|listen = \"127.0.0.1:$port\"|" \
         -e "s|^admin_listen = .*|admin_listen = \"127.0.0.1:$admin\"|" \
         -e "s|^shards = 1|backend = \"postgres\"\nurl = \"$PG_URL\"\npool_size = 4|" \

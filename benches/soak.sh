@@ -58,9 +58,7 @@ else
   client_pin=()
 fi
 
-NGINX_PORT="$(free_port)"
-HW_PORT="$(free_port)"
-ADMIN_PORT="$(free_port)"
+{ read -r NGINX_PORT; read -r HW_PORT; read -r ADMIN_PORT; } < <(free_ports 3)
 
 write_nginx_conf "$work/nginx" "$NGINX_PORT" 1 4096
 "${server_pin[@]}" "$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
