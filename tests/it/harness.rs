@@ -448,13 +448,7 @@ impl Hookwall {
     /// The child's peak resident set (`VmHWM` in `/proc/PID/status`), in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
         let child = self.child.as_ref().expect("hookwall is running");
-        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
-            .expect("reading /proc/PID/status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/PID/status")
+        peak_rss_kib(child.id()).expect("VmHWM in /proc/PID/status")
     }
 
     /// Sends `signal` to the child without waiting.
@@ -519,6 +513,16 @@ impl Drop for Hookwall {
             let _ = child.wait();
         }
     }
+}
+
+/// Peak resident set of process `pid` (`VmHWM` in `/proc/PID/status`), in KiB; `None` when
+/// the process is gone or has no address space (a zombie).
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn next_start_number() -> u64 {

@@ -560,8 +560,7 @@ fn run_measured(args: &[&str]) -> (Output, u64) {
     };
     let out_reader = pipe(child.stdout.take().map(|p| Box::new(p) as _));
     let err_reader = pipe(child.stderr.take().map(|p| Box::new(p) as _));
-    let (proc_status, proc_exe) =
-        (format!("/proc/{}/status", child.id()), format!("/proc/{}/exe", child.id()));
+    let proc_exe = format!("/proc/{}/exe", child.id());
     let this_test = std::fs::read_link("/proc/self/exe").expect("/proc/self/exe");
     let deadline = Instant::now() + CLI_RUN_MAX;
     let (mut peak, mut samples) = (0u64, 0u32);
@@ -581,15 +580,9 @@ fn run_measured(args: &[&str]) -> (Output, u64) {
         // Read exe first: once it is no longer this test binary, exec has switched the
         // address space, so the VmHWM that follows is the CLI's own.
         let execed = std::fs::read_link(&proc_exe).is_ok_and(|exe| exe != this_test);
-        if let (true, Ok(text)) = (execed, std::fs::read_to_string(&proc_status)) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak = peak.max(kib);
-                samples += 1;
-            }
+        if let Some(kib) = execed.then(|| crate::harness::peak_rss_kib(child.id())).flatten() {
+            peak = peak.max(kib);
+            samples += 1;
         }
         std::thread::sleep(Duration::from_millis(2)); // sampling interval
     };
