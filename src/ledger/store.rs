@@ -133,12 +133,23 @@ fn db_options() -> Options {
     // with point-in-time WAL recovery, the default this ledger uses: each recycled record
     // carries its log number, so stale tail bytes of the old file are not replayed.
     o.set_recycle_log_file_num(WAL_FILES_RECYCLED);
+    o.set_max_total_wal_size(WAL_BYTES_MAX);
     o
 }
 
 /// Obsolete WAL files kept for reuse (`recycle_log_file_num`); each is at most about the
 /// memtable budget in size.
 const WAL_FILES_RECYCLED: usize = 4;
+
+/// Bytes of live WAL after which RocksDB flushes the column families that still hold the
+/// oldest WAL file (`max_total_wal_size`), so that file becomes obsolete and is recycled.
+/// RocksDB's default (0) means four times the sum of every column family's
+/// `write_buffer_size`, 2 GiB here: a column family written rarely (`meta`, `audit`) kept
+/// its first WAL file live for that long, and every group commit meanwhile wrote into new
+/// files, paying for the inode's size in each fdatasync (R14's cost). On the dev VM this
+/// was +12 % forwarded events/s in a 10 s closed loop from a fresh ledger
+/// (docs/benchmarks.md, run 12); 32 MiB flushed so often that compaction cost as much.
+const WAL_BYTES_MAX: u64 = MEMTABLES_BYTES_MAX as u64;
 
 /// Table files RocksDB keeps open at most (part of `ingress::FDS_RESERVED`).
 const MAX_OPEN_FILES: i32 = 512;
@@ -385,6 +396,63 @@ mod tests {
         // SAFETY: kill(2) on this process; nothing after it runs.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
         unreachable!("SIGKILL returned");
+    }
+
+    /// Bytes of the WAL files RocksDB still needs (numbers from `min-log-number-to-keep` on;
+    /// files kept for reuse have lower numbers).
+    fn live_wal_bytes(db: &Db, dir: &Path) -> u64 {
+        let keep = db
+            .property_int_value("rocksdb.min-log-number-to-keep")
+            .expect("property reads")
+            .expect("property exists");
+        let mut bytes = 0;
+        for entry in std::fs::read_dir(dir).expect("ledger dir lists") {
+            let entry = entry.expect("dir entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(number) = name.strip_suffix(".log").and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            if number >= keep {
+                bytes += entry.metadata().expect("WAL file metadata").len();
+            }
+        }
+        bytes
+    }
+
+    /// `max_total_wal_size`: with the writer's pattern (per drain a claim, an inbox record,
+    /// a schedule entry and the shard's next seq in `meta`), the WAL RocksDB keeps live stays
+    /// near [`WAL_BYTES_MAX`]: column families whose memtables RocksDB's write-buffer
+    /// manager flushes later than others do not keep old WAL files from being recycled.
+    #[test]
+    fn live_wal_stays_within_its_budget() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (db, _) = open(dir.path(), 1).expect("ledger opens");
+        let (claims, inbox, schedule, meta) = (
+            cf(&db, &cf_claims(0)),
+            cf(&db, &cf_inbox(0)),
+            cf(&db, &cf_schedule(0)),
+            cf(&db, CF_META),
+        );
+        let body = vec![7u8; 16 << 10];
+        let drains = 8 * WAL_BYTES_MAX / body.len() as u64;
+        let mut most = 0;
+        for seq in 0..drains {
+            let mut batch = rocksdb::WriteBatch::default();
+            batch.put_cf(claims, codec::fnv1a64(&seq.to_le_bytes()).to_be_bytes(), [1u8; 64]);
+            batch.put_cf(inbox, codec::seq_key(seq), &body);
+            batch.put_cf(schedule, codec::schedule_key(seq / 64, seq), []);
+            batch.put_cf(meta, meta_seq(0), (seq + 1).to_be_bytes());
+            db.write(batch).expect("drain writes");
+            if seq % 256 == 0 {
+                most = most.max(live_wal_bytes(&db, dir.path()));
+            }
+        }
+        assert!(
+            most <= 2 * WAL_BYTES_MAX,
+            "live WAL reached {} MiB (budget {} MiB)",
+            most >> 20,
+            WAL_BYTES_MAX >> 20
+        );
     }
 
     /// R14 with `recycle_log_file_num`: a process killed while writing into a reused WAL file
