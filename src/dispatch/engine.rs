@@ -482,7 +482,14 @@ impl Engine {
             return;
         }
         let outcome = Outcome::Dead { error };
-        self.queue_settlement(event.shard, event.seq, event.due_ms, event.attempts, outcome);
+        self.queue_settlement(
+            event.shard,
+            event.seq,
+            event.key,
+            event.due_ms,
+            event.attempts,
+            outcome,
+        );
     }
 
     /// Classifies a finished attempt, counts it and queues its settlement.
@@ -496,7 +503,7 @@ impl Engine {
         let outcome = classify(&f.result, f.attempts_made, dest, now_ms, &mut self.rng);
         self.record(&f, &outcome, now_ms);
         let (shard, seq) = f.slot;
-        self.queue_settlement(shard, seq, f.due_ms, f.attempts_made, outcome);
+        self.queue_settlement(shard, seq, f.key, f.due_ms, f.attempts_made, outcome);
     }
 
     /// Metrics and logs of one classified attempt (no body, no URL: R28).
@@ -531,6 +538,7 @@ impl Engine {
         &mut self,
         shard: usize,
         seq: u64,
+        key: String,
         due_ms: u64,
         attempts: u32,
         outcome: Outcome,
@@ -540,7 +548,7 @@ impl Engine {
             // The loop may be gone at shutdown; the write itself already happened or not.
             let _ = tx.send((shard, seq, ok));
         });
-        self.unsettled.push_back(Settlement { shard, seq, due_ms, attempts, outcome, reply });
+        self.unsettled.push_back(Settlement { shard, seq, key, due_ms, attempts, outcome, reply });
         self.offer_settlements();
     }
 

@@ -627,6 +627,51 @@ pub fn audit_key(at_ms: u64, seq: u64) -> [u8; 16] {
     schedule_key(at_ms, seq)
 }
 
+/// What the dispatcher needs from an event's claim, kept in its `schedule/s` entry's value so
+/// a due scan reads the inbox record alone, not the claim as well: the attempts already made
+/// and the event's ordering place (R22). Written with the claim, in the same batch, whenever
+/// the entry is put (admission, retry, replay), so the two always agree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleValue {
+    /// Attempts made before this entry's attempt.
+    pub attempts: u32,
+    /// The event's place in its ordering group; `None` when unordered.
+    pub ordering: Option<OrderPlace>,
+}
+
+/// Encodes the `schedule/s` value of an event in `claim`'s state.
+pub fn encode_schedule(claim: &Claim) -> Vec<u8> {
+    let extra = claim.ordering.as_ref().map_or(0, |o| 12 + o.value.len());
+    let mut e = Enc::new(8 + extra);
+    e.u32(claim.attempts);
+    if let Some(o) = &claim.ordering {
+        e.bytes(o.value.as_bytes());
+        e.u64(o.stamp);
+    }
+    e.0
+}
+
+/// Decodes a `schedule/s` value: `None` for the empty value of entries written before the
+/// value existed (their reader falls back to the claim).
+///
+/// # Errors
+/// [`DecodeError`] for anything but an empty or complete value of this version.
+pub fn decode_schedule(v: &[u8]) -> Result<Option<ScheduleValue>, DecodeError> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let mut d = Dec::new(v)?;
+    let attempts = d.u32("attempts")?;
+    let ordering = if d.0.is_empty() {
+        None
+    } else {
+        let value = d.string("ordering value")?;
+        Some(OrderPlace { value, stamp: d.u64("ordering stamp")? })
+    };
+    d.end()?;
+    Ok(Some(ScheduleValue { attempts, ordering }))
+}
+
 /// Splits a `schedule/s` key into `(due_ms, seq)`.
 ///
 /// # Errors
@@ -713,6 +758,28 @@ mod tests {
         for cut in plain.len() + 1..bytes.len() {
             assert!(decode_claim(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    /// The schedule value round-trips with and without an ordering place, every cut of it
+    /// fails, and the empty value of older entries reads as absent (the claim is read then).
+    #[test]
+    fn schedule_values_round_trip_and_the_empty_value_reads_as_absent() {
+        let ordered = Claim {
+            ordering: Some(OrderPlace { value: "cus_1".into(), stamp: 1_700_000_000_000_123 }),
+            ..claim()
+        };
+        let plain = encode_schedule(&claim());
+        let bytes = encode_schedule(&ordered);
+        for (c, bytes) in [(claim(), &plain), (ordered, &bytes)] {
+            let want = ScheduleValue { attempts: c.attempts, ordering: c.ordering };
+            assert_eq!(decode_schedule(bytes), Ok(Some(want)));
+        }
+        // The ordering place is optional and last: only a cut right before it decodes.
+        assert_eq!(bytes[..plain.len()], plain[..]);
+        for cut in (1..bytes.len()).filter(|&cut| cut != plain.len()) {
+            assert!(decode_schedule(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        assert_eq!(decode_schedule(&[]), Ok(None));
     }
 
     fn inbox() -> InboxRecord {

@@ -43,7 +43,7 @@ pub enum Col {
     Claims,
     /// `inbox/s`: seq → inbox record; seq ‖ time ‖ attempt → attempt record.
     Inbox,
-    /// `schedule/s`: due ms ‖ seq → nothing.
+    /// `schedule/s`: due ms ‖ seq → attempts made and ordering place (`codec::ScheduleValue`).
     Schedule,
     /// `meta`: next seq, DLQ counters, expiry entries.
     Meta,
@@ -432,7 +432,7 @@ impl Shard {
         let sk = codec::schedule_key(d.due_ms, seq);
         s.put(&mut d.batch, Col::Claims, record.key.as_bytes(), &codec::encode_claim(&claim));
         s.put(&mut d.batch, Col::Inbox, &codec::seq_key(seq), &codec::encode_inbox(&record));
-        s.put(&mut d.batch, Col::Schedule, &sk, &[]);
+        s.put(&mut d.batch, Col::Schedule, &sk, &codec::encode_schedule(&claim));
         d.schedule.insert(sk, true);
         *d.pending_delta.entry(a.source).or_insert(0) += 1;
         d.scheduled = true;
@@ -500,30 +500,27 @@ impl Shard {
         }
     }
 
-    /// The key and source of the inbox record behind schedule entry (`due_ms`, `seq`), and its
-    /// claim. A failed read is an operating error (the settlement is refused and its attempt
-    /// repeated); a missing or undecodable record is a broken invariant (panic).
+    /// The claim of the event `key` settled at schedule entry (`due_ms`, `seq`). A failed read
+    /// is an operating error (the settlement is refused and its attempt repeated); a missing
+    /// claim, or one for another seq, is a broken invariant (panic): the entry exists, so the
+    /// event is unsettled and its claim cannot have expired.
     fn load_settled<S: ShardStore>(
         &self,
         s: &S,
         d: &Drain<S::Batch>,
+        key: &str,
         due_ms: u64,
         seq: u64,
-    ) -> Result<(String, Claim), S::Error> {
+    ) -> Result<Claim, S::Error> {
         let context = |what: &str| {
             format!("ledger shard {}: schedule entry (due {due_ms}, seq {seq}): {what}", self.shard)
         };
-        let head = s
-            .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox_head)?
-            .unwrap_or_else(|| panic!("{}", context("no inbox record")));
-        let (key, _) =
-            head.unwrap_or_else(|e| panic!("{}", context(&format!("inbox record: {e}"))));
-        let claim = match d.claims.get(&key) {
+        let claim = match d.claims.get(key) {
             Some(c) => c.clone(),
-            None => self.read_claim(s, &key)?.unwrap_or_else(|| panic!("{}", context("no claim"))),
+            None => self.read_claim(s, key)?.unwrap_or_else(|| panic!("{}", context("no claim"))),
         };
         assert_eq!(claim.seq, seq, "{}", context("claim points at another seq"));
-        Ok((key, claim))
+        Ok(claim)
     }
 
     fn transition<S: ShardStore>(
@@ -533,8 +530,9 @@ impl Shard {
         st: Settlement,
         sk: [u8; 16],
     ) {
-        let (key, mut claim) = match self.load_settled(s, d, st.due_ms, st.seq) {
-            Ok(loaded) => loaded,
+        let key = st.key;
+        let mut claim = match self.load_settled(s, d, &key, st.due_ms, st.seq) {
+            Ok(claim) => claim,
             Err(e) => {
                 tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's records; the settlement is refused.");
                 d.settlements.push((st.reply, false));
@@ -551,7 +549,7 @@ impl Shard {
                 claim.last_error = Some(codec::truncate_utf8(&error, ATTEMPT_ERROR_BYTES_MAX));
                 claim.next_attempt_ms = Some(next_ms);
                 let next = codec::schedule_key(next_ms, st.seq);
-                s.put(&mut d.batch, Col::Schedule, &next, &[]);
+                s.put(&mut d.batch, Col::Schedule, &next, &codec::encode_schedule(&claim));
                 d.schedule.insert(next, true);
                 d.scheduled = true;
             }
@@ -632,7 +630,7 @@ impl Shard {
                 claim.attempts = 0;
                 claim.next_attempt_ms = Some(due);
                 let sk = codec::schedule_key(due, claim.seq);
-                s.put(&mut d.batch, Col::Schedule, &sk, &[]);
+                s.put(&mut d.batch, Col::Schedule, &sk, &codec::encode_schedule(&claim));
                 d.schedule.insert(sk, true);
                 d.scheduled = true;
                 d.replayed = true;
@@ -959,26 +957,28 @@ pub fn due<S: ShardStore>(
 ) -> Result<Vec<DueEvent>, S::Error> {
     let mut keys = Vec::new();
     let upper = codec::schedule_key(now_ms.saturating_add(1), 0);
-    s.scan(Col::Schedule, &[], &upper, &mut |k, _| {
+    s.scan(Col::Schedule, &[], &upper, &mut |k, v| {
         if keys.len() >= limit {
             return ControlFlow::Break(());
         }
         let (due_ms, seq) = codec::parse_schedule_key(k).expect("schedule keys parse");
         if !skip(seq) {
-            keys.push((due_ms, seq));
+            keys.push((due_ms, seq, codec::decode_schedule(v).expect("schedule values decode")));
         }
         ControlFlow::Continue(())
     })?;
     let mut out = Vec::with_capacity(keys.len());
-    for (due_ms, seq) in keys {
+    for (due_ms, seq, value) in keys {
         let r = s
             .get(Col::Inbox, &codec::seq_key(seq), codec::decode_inbox)?
             .expect("a schedule entry has its inbox record")
             .expect("inbox records decode");
         let c = claim(s, &r.key)?.expect("an inbox record has its claim");
+        let value = value.expect("the simulator's schedule entries carry their value");
+        assert_eq!(value.attempts, c.attempts, "schedule entry {seq} disagrees with its claim");
         // The simulator configures no `ordering_key` (R22 is covered by the ledger's and the
         // real binary's tests), so its events are unordered.
-        out.push(DueEvent::from_record((shard, seq, due_ms), r, c.attempts, None));
+        out.push(DueEvent::from_record((shard, seq, due_ms), r, value.attempts, value.ordering));
     }
     Ok(out)
 }

@@ -232,6 +232,9 @@ pub struct Settlement {
     pub shard: usize,
     /// Inbox sequence number.
     pub seq: u64,
+    /// Idempotency key of the event (from the [`DueEvent`]), so the writer reads its claim
+    /// without reading the inbox record first.
+    pub key: String,
     /// The schedule entry's due time being settled.
     pub due_ms: u64,
     /// Attempts made so far, this one included.

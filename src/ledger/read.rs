@@ -407,7 +407,7 @@ impl Ledger {
             if out.len() >= limit {
                 break;
             }
-            let (k, _) = entry?;
+            let (k, v) = entry?;
             let (due_ms, seq) =
                 codec::parse_schedule_key(&k).map_err(|e| store::corrupt(&schedule, e))?;
             if due_ms > now_ms {
@@ -417,15 +417,24 @@ impl Ledger {
                 continue;
             }
             let missing = |what| store::corrupt(&inbox, codec::DecodeError::Short(what));
-            let v = snap
+            let record = snap
                 .get_cf(store::cf(db, &inbox), codec::seq_key(seq))?
                 .ok_or_else(|| missing("inbox record of a schedule entry"))?;
-            let r = codec::decode_inbox(&v).map_err(|e| store::corrupt(&inbox, e))?;
-            let c = snap
-                .get_cf(store::cf(db, &claims), &r.key)?
-                .ok_or_else(|| missing("claim of an inbox record"))?;
-            let c = codec::decode_claim(&c).map_err(|e| store::corrupt(&claims, e))?;
-            out.push(DueEvent::from_record((shard, seq, due_ms), r, c.attempts, c.ordering));
+            let r = codec::decode_inbox(&record).map_err(|e| store::corrupt(&inbox, e))?;
+            // The entry's value says what the claim would (written together); entries from
+            // before the value existed are empty, and their claim is read.
+            let (attempts, ordering) =
+                match codec::decode_schedule(&v).map_err(|e| store::corrupt(&schedule, e))? {
+                    Some(sv) => (sv.attempts, sv.ordering),
+                    None => {
+                        let c = snap
+                            .get_cf(store::cf(db, &claims), &r.key)?
+                            .ok_or_else(|| missing("claim of an inbox record"))?;
+                        let c = codec::decode_claim(&c).map_err(|e| store::corrupt(&claims, e))?;
+                        (c.attempts, c.ordering)
+                    }
+                };
+            out.push(DueEvent::from_record((shard, seq, due_ms), r, attempts, ordering));
         }
         Ok(out)
     }

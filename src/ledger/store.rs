@@ -3,7 +3,8 @@
 //!
 //! Layout (one DB, one WAL, so one synced write commits a whole shard batch):
 //! per shard `s`: `claims/{s}` (key → claim), `inbox/{s}` (seq BE → inbox record),
-//! `schedule/{s}` (due_ms BE ‖ seq BE → empty, one entry per unsettled event); `inbox/{s}` also
+//! `schedule/{s}` (due_ms BE ‖ seq BE → attempts made and ordering place, or empty when
+//! written before that value existed; one entry per unsettled event); `inbox/{s}` also
 //! holds each event's attempt history under `seq BE ‖ at_ms BE ‖ attempt BE` (sorting right
 //! after its record, so one range delete removes both);
 //! global: `rejected`, `quarantine`, `audit`, `meta`. `meta` keys: `shards` (u64 BE, written
@@ -444,6 +445,19 @@ mod tests {
             batch.put_cf(meta, meta_seq(0), (seq + 1).to_be_bytes());
             db.write(batch).expect("drain writes");
             if seq % 256 == 0 {
+                // Writes here outrun any disk; the server's are far slower than its flushes.
+                // Wait (bounded) for the flushes in progress, as a slower writer would.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                let int = |name| db.property_int_value(name).expect("reads").expect("exists");
+                let pending = |c| db.property_int_value_cf(c, "rocksdb.mem-table-flush-pending");
+                while int("rocksdb.num-running-flushes") > 0
+                    || [claims, inbox, schedule, meta]
+                        .into_iter()
+                        .any(|c| pending(c).expect("reads").expect("exists") > 0)
+                {
+                    assert!(std::time::Instant::now() < deadline, "flushes did not finish");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
                 most = most.max(live_wal_bytes(&db, dir.path()));
             }
         }

@@ -80,6 +80,7 @@ fn settle(ledger: &Ledger, e: &DueEvent, attempts: u32, outcome: Outcome) -> boo
     let s = Settlement {
         shard: e.shard,
         seq: e.seq,
+        key: e.key.clone(),
         due_ms: e.due_ms,
         attempts,
         outcome,
@@ -603,6 +604,34 @@ fn retention_expires_payloads_then_identities_of_settled_events_only() {
     now.store(start + 9 * DAY_MS, Ordering::SeqCst);
     ledger.sweep_expired();
     assert_eq!(minimised(&ledger), (0, 0), "quarantine and rejects gone after dedupe_retention");
+}
+
+/// Schedule entries carry what the dispatcher needs from the claim (attempts made, ordering
+/// place); entries written before they did have an empty value, and are read with their
+/// claim, so a ledger from an older version forwards its backlog with the right attempt
+/// numbers and ordering.
+#[test]
+fn schedule_entries_without_a_value_are_read_with_their_claim() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    assert_eq!(decide_ordered(&ledger, "t/s/a", 1, Some("cus_1")), Decision::Accepted);
+    let first = due_event(&ledger, "t/s/a");
+    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
+    let retry = Outcome::Retry { next_ms, error: "503".into() };
+    assert!(settle(&ledger, &first, 1, retry));
+    let from_value = due(&ledger, next_ms);
+    assert_eq!((from_value.len(), from_value[0].attempts), (1, 1));
+    let place = from_value[0].ordering.clone().expect("an ordered event has its place");
+    assert_eq!(place.value, "cus_1");
+
+    // Rewrite the entry as an older version wrote it: key only, empty value.
+    let db = &ledger.inner.db;
+    let schedule = store::cf(db, &store::cf_schedule(0));
+    let sk = codec::schedule_key(next_ms, first.seq);
+    assert!(db.get_cf(schedule, sk).expect("reads").is_some_and(|v| !v.is_empty()));
+    db.put_cf(schedule, sk, []).expect("raw put");
+    let from_claim = due(&ledger, next_ms);
+    assert_eq!((from_claim[0].attempts, from_claim[0].ordering.as_ref()), (1, Some(&place)));
 }
 
 /// Admits `key` (fingerprint from `fp`) in ordering group `group` (R22).

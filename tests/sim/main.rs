@@ -158,6 +158,7 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
     let settlement = Settlement {
         shard: 0,
         seq: due[0].seq,
+        key: due[0].key.clone(),
         due_ms: due[0].due_ms,
         attempts: 1,
         outcome: Outcome::Delivered { at_ms: 1_001 },

@@ -128,6 +128,7 @@ enum Mode {
 struct Attempt {
     shard: usize,
     seq: u64,
+    key: String,
     due_ms: u64,
     attempts: u32,
     finish_at: u64,
@@ -488,6 +489,7 @@ impl World {
                 let attempt = Attempt {
                     shard: s,
                     seq: ev.seq,
+                    key: ev.key.clone(),
                     due_ms: ev.due_ms,
                     attempts: ev.attempts + 1,
                     finish_at,
@@ -512,6 +514,7 @@ impl World {
             let settlement = Settlement {
                 shard: a.shard,
                 seq: a.seq,
+                key: a.key.clone(),
                 due_ms: a.due_ms,
                 attempts: a.attempts,
                 outcome,
