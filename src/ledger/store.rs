@@ -447,7 +447,7 @@ mod tests {
             if seq % 256 == 0 {
                 // Writes here outrun any disk; the server's are far slower than its flushes.
                 // Wait (bounded) for the flushes in progress, as a slower writer would.
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
                 let int = |name| db.property_int_value(name).expect("reads").expect("exists");
                 let pending = |c| db.property_int_value_cf(c, "rocksdb.mem-table-flush-pending");
                 while int("rocksdb.num-running-flushes") > 0
@@ -455,7 +455,7 @@ mod tests {
                         .into_iter()
                         .any(|c| pending(c).expect("reads").expect("exists") > 0)
                 {
-                    assert!(std::time::Instant::now() < deadline, "flushes did not finish");
+                    assert!(crate::clock::monotonic() < deadline, "flushes did not finish");
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
                 most = most.max(live_wal_bytes(&db, dir.path()));
