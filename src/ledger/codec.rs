@@ -227,6 +227,9 @@ pub struct AttemptRecord {
     pub error: Option<String>,
 }
 
+/// [`AttemptRecord::outcome`] of a delivery.
+pub const ATTEMPT_DELIVERED: &str = "delivered";
+
 /// Encodes an attempt record.
 pub fn encode_attempt(a: &AttemptRecord) -> Vec<u8> {
     let mut e = Enc::new(32 + a.outcome.len() + a.error.as_ref().map_or(0, String::len));

@@ -540,7 +540,13 @@ impl Shard {
             }
         };
         claim.attempts = st.attempts;
-        self.record_attempt(s, d, st.seq, st.attempts, &st.outcome);
+        // A delivery is not written to the history: delivered is terminal (no replay, no
+        // drop), so the claim says it all (attempts, delivered_at_ms) and the history view
+        // adds it from there. One memtable entry fewer per event, and `inbox/s` is written
+        // in seq order only, unless an attempt fails.
+        if !matches!(st.outcome, Outcome::Delivered { .. }) {
+            self.record_attempt(s, d, st.seq, st.attempts, &st.outcome);
+        }
         s.delete(&mut d.batch, Col::Schedule, &sk);
         d.schedule.insert(sk, false);
         match st.outcome {
@@ -838,7 +844,7 @@ impl Shard {
         }
     }
 
-    /// Appends one attempt to the event's error history (`inbox/s`, R20).
+    /// Appends one failed attempt to the event's error history (`inbox/s`, R20).
     fn record_attempt<S: ShardStore>(
         &self,
         s: &S,
@@ -848,7 +854,7 @@ impl Shard {
         outcome: &Outcome,
     ) {
         let (code, at_ms, error) = match outcome {
-            Outcome::Delivered { at_ms } => ("delivered", *at_ms, None),
+            Outcome::Delivered { at_ms } => (codec::ATTEMPT_DELIVERED, *at_ms, None),
             Outcome::Retry { error, .. } => ("retry", d.due_ms, Some(error)),
             Outcome::Dead { error } => ("dead", d.due_ms, Some(error)),
         };

@@ -205,6 +205,15 @@ impl Ledger {
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&claims, e))?;
         let seq = c.seq;
+        let delivered = match (c.state, c.delivered_at_ms) {
+            (EventState::Delivered, Some(at_ms)) => Some(codec::AttemptRecord {
+                attempt: c.attempts,
+                at_ms,
+                outcome: codec::ATTEMPT_DELIVERED.to_owned(),
+                error: None,
+            }),
+            _ => None,
+        };
         let mut detail = EventDetail {
             event: view(key.to_owned(), shard, c),
             payload: None,
@@ -230,6 +239,14 @@ impl Ledger {
             detail.content_type = r.content_type;
             detail.event_type = r.event_type;
             detail.signed_at = r.signed_at;
+            // The delivery itself is in the claim, not in the history (`decide::transition`);
+            // ledgers written before that have it in both.
+            if let Some(last) = delivered {
+                let written = detail.attempts.last() == Some(&last);
+                if !written && detail.attempts.len() < ATTEMPT_HISTORY_MAX {
+                    detail.attempts.push(last);
+                }
+            }
         }
         Ok(Some(detail))
     }

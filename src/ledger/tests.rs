@@ -634,6 +634,55 @@ fn schedule_entries_without_a_value_are_read_with_their_claim() {
     assert_eq!((from_claim[0].attempts, from_claim[0].ordering.as_ref()), (1, Some(&place)));
 }
 
+/// R20's history: a failed attempt is written with its settlement; the delivery is not (the
+/// claim holds it, and delivered is final) but the history shows it last, once, also in a
+/// ledger whose older version wrote it.
+#[test]
+fn a_delivered_events_history_ends_with_its_delivery_from_the_claim() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    check(&ledger, "t/s/h", 1, Decision::Accepted);
+    let first = due_event(&ledger, "t/s/h");
+    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
+    assert!(settle(&ledger, &first, 1, Outcome::Retry { next_ms, error: "503".into() }));
+    let again = due(&ledger, next_ms).pop().expect("the retry is due");
+    assert!(settle(&ledger, &again, 2, Outcome::Delivered { at_ms: next_ms + 5 }));
+
+    let history = |ledger: &Ledger| {
+        let d = ledger.event_detail("t/s/h").expect("reads").expect("exists");
+        d.attempts
+            .iter()
+            .map(|a| (a.attempt, a.outcome.clone(), a.error.clone()))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![
+        (1, "retry".to_owned(), Some("503".to_owned())),
+        (2, codec::ATTEMPT_DELIVERED.to_owned(), None),
+    ];
+    assert_eq!(history(&ledger), want);
+    let detail = ledger.event_detail("t/s/h").expect("reads").expect("exists");
+    assert_eq!(detail.attempts[1].at_ms, next_ms + 5);
+
+    // Stored after the record: the retry only.
+    let db = &ledger.inner.db;
+    let inbox = store::cf(db, &store::cf_inbox(0));
+    let mut opts = rocksdb::ReadOptions::default();
+    opts.set_iterate_lower_bound([&codec::seq_key(first.seq)[..], &[0]].concat());
+    opts.set_iterate_upper_bound(codec::seq_key(first.seq + 1));
+    assert_eq!(db.iterator_cf_opt(inbox, opts, rocksdb::IteratorMode::Start).count(), 1);
+
+    // As an older version wrote it: the delivery in the history too. Shown once.
+    let written = codec::AttemptRecord {
+        attempt: 2,
+        at_ms: next_ms + 5,
+        outcome: codec::ATTEMPT_DELIVERED.to_owned(),
+        error: None,
+    };
+    let key = codec::attempt_key(first.seq, next_ms + 5, 2);
+    db.put_cf(inbox, key, codec::encode_attempt(&written)).expect("raw put");
+    assert_eq!(history(&ledger), want);
+}
+
 /// Admits `key` (fingerprint from `fp`) in ordering group `group` (R22).
 fn decide_ordered(ledger: &Ledger, key: &str, fp: u8, group: Option<&str>) -> Decision {
     let (mut a, rx) = admission(key, fp, 0, 100);
