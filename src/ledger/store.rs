@@ -5,8 +5,8 @@
 //! per shard `s`: `claims/{s}` (key → claim), `inbox/{s}` (seq BE → inbox record),
 //! `schedule/{s}` (due_ms BE ‖ seq BE → attempts made and ordering place, or empty when
 //! written before that value existed; one entry per unsettled event); `inbox/{s}` also
-//! holds each event's attempt history under `seq BE ‖ at_ms BE ‖ attempt BE` (sorting right
-//! after its record, so one range delete removes both);
+//! holds each event's failed attempts under `seq BE ‖ at_ms BE ‖ attempt BE` (sorting right
+//! after its record, so one range scan finds both; a delivery is kept in the claim only);
 //! global: `rejected`, `quarantine`, `audit`, `meta`. `meta` keys: `shards` (u64 BE, written
 //! once at creation), `seq/{s}` (next seq of shard `s`, u64 BE), `dlq/{s}/{source id}` (DLQ
 //! counter of one source kept by shard `s`, u64 BE; per shard so each key has one writer),
