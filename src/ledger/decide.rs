@@ -202,7 +202,6 @@ pub struct Drain<B> {
     due_ms: u64,
     batch: B,
     claims: HashMap<String, Claim>,
-    schedule: HashMap<[u8; 16], bool>,
     next_seq: u64,
     dlq: HashMap<u32, u64>,
     /// Per source: change of the number of unsettled events, applied after the write.
@@ -316,7 +315,6 @@ impl Shard {
             due_ms: now_ms.max(self.last_due_ms),
             batch: B::default(),
             claims: HashMap::new(),
-            schedule: HashMap::new(),
             next_seq: self.next_seq,
             dlq: HashMap::new(),
             pending_delta: HashMap::new(),
@@ -433,7 +431,6 @@ impl Shard {
         s.put(&mut d.batch, Col::Claims, record.key.as_bytes(), &codec::encode_claim(&claim));
         s.put(&mut d.batch, Col::Inbox, &codec::seq_key(seq), &codec::encode_inbox(&record));
         s.put(&mut d.batch, Col::Schedule, &sk, &codec::encode_schedule(&claim));
-        d.schedule.insert(sk, true);
         *d.pending_delta.entry(a.source).or_insert(0) += 1;
         d.scheduled = true;
         d.durable_writes += 1;
@@ -474,53 +471,32 @@ impl Shard {
         d.admissions.push((a.reply, Decision::Conflict));
     }
 
-    /// Whether schedule entry `sk` exists, seen through this drain's overlay.
-    fn scheduled<S: ShardStore>(
-        &self,
-        s: &S,
-        d: &Drain<S::Batch>,
-        sk: &[u8; 16],
-    ) -> Result<bool, S::Error> {
-        match d.schedule.get(sk) {
-            Some(&present) => Ok(present),
-            None => Ok(s.get(Col::Schedule, sk, |_| ())?.is_some()),
-        }
-    }
-
+    /// A settlement of schedule entry (`due_ms`, `seq`) of event `key`. The claim says whether
+    /// that entry still exists: the claim of an unsettled event (received or failed) names its
+    /// one entry's due time (`next_attempt_ms`), both written in the same batch by every
+    /// change (admission, retry, replay, settlement, drop), so no read of the schedule is
+    /// needed. A failed read is an operating error (the settlement is refused and its attempt
+    /// repeated); a claim for another seq, settled, or due at another time means the entry
+    /// was already settled or moved by an operator: a no-op, never a second transition.
     fn settle<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, st: Settlement) {
-        let sk = codec::schedule_key(st.due_ms, st.seq);
-        match self.scheduled(s, d, &sk) {
-            // Already settled (or moved): a no-op, never a second transition.
-            Ok(false) => d.settlements.push((st.reply, true)),
-            Ok(true) => self.transition(s, d, st, sk),
+        let claim = match d.claims.get(&st.key) {
+            Some(c) => Ok(Some(c.clone())),
+            None => self.read_claim(s, &st.key),
+        };
+        match claim {
+            Ok(Some(c))
+                if c.seq == st.seq
+                    && matches!(c.state, EventState::Received | EventState::Failed)
+                    && c.next_attempt_ms == Some(st.due_ms) =>
+            {
+                self.transition(s, d, st, c);
+            }
+            Ok(_) => d.settlements.push((st.reply, true)),
             Err(e) => {
-                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a schedule entry; the settlement is refused.");
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's claim; the settlement is refused.");
                 d.settlements.push((st.reply, false));
             }
         }
-    }
-
-    /// The claim of the event `key` settled at schedule entry (`due_ms`, `seq`). A failed read
-    /// is an operating error (the settlement is refused and its attempt repeated); a missing
-    /// claim, or one for another seq, is a broken invariant (panic): the entry exists, so the
-    /// event is unsettled and its claim cannot have expired.
-    fn load_settled<S: ShardStore>(
-        &self,
-        s: &S,
-        d: &Drain<S::Batch>,
-        key: &str,
-        due_ms: u64,
-        seq: u64,
-    ) -> Result<Claim, S::Error> {
-        let context = |what: &str| {
-            format!("ledger shard {}: schedule entry (due {due_ms}, seq {seq}): {what}", self.shard)
-        };
-        let claim = match d.claims.get(key) {
-            Some(c) => c.clone(),
-            None => self.read_claim(s, key)?.unwrap_or_else(|| panic!("{}", context("no claim"))),
-        };
-        assert_eq!(claim.seq, seq, "{}", context("claim points at another seq"));
-        Ok(claim)
     }
 
     fn transition<S: ShardStore>(
@@ -528,17 +504,10 @@ impl Shard {
         s: &S,
         d: &mut Drain<S::Batch>,
         st: Settlement,
-        sk: [u8; 16],
+        mut claim: Claim,
     ) {
         let key = st.key;
-        let mut claim = match self.load_settled(s, d, &key, st.due_ms, st.seq) {
-            Ok(claim) => claim,
-            Err(e) => {
-                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's records; the settlement is refused.");
-                d.settlements.push((st.reply, false));
-                return;
-            }
-        };
+        let sk = codec::schedule_key(st.due_ms, st.seq);
         claim.attempts = st.attempts;
         // A delivery is not written to the history: delivered is terminal (no replay, no
         // drop), so the claim says it all (attempts, delivered_at_ms) and the history view
@@ -548,7 +517,6 @@ impl Shard {
             self.record_attempt(s, d, st.seq, st.attempts, &st.outcome);
         }
         s.delete(&mut d.batch, Col::Schedule, &sk);
-        d.schedule.insert(sk, false);
         match st.outcome {
             Outcome::Retry { next_ms, error } => {
                 claim.state = EventState::Failed;
@@ -556,7 +524,6 @@ impl Shard {
                 claim.next_attempt_ms = Some(next_ms);
                 let next = codec::schedule_key(next_ms, st.seq);
                 s.put(&mut d.batch, Col::Schedule, &next, &codec::encode_schedule(&claim));
-                d.schedule.insert(next, true);
                 d.scheduled = true;
             }
             Outcome::Delivered { at_ms } => {
@@ -624,7 +591,6 @@ impl Shard {
         if let (true, Some(due)) = (unsettled, claim.next_attempt_ms) {
             let sk = codec::schedule_key(due, claim.seq);
             s.delete(&mut d.batch, Col::Schedule, &sk);
-            d.schedule.insert(sk, false);
         }
         if before == EventState::Dead {
             self.uncount_dead(s, d, claim.source);
@@ -637,7 +603,6 @@ impl Shard {
                 claim.next_attempt_ms = Some(due);
                 let sk = codec::schedule_key(due, claim.seq);
                 s.put(&mut d.batch, Col::Schedule, &sk, &codec::encode_schedule(&claim));
-                d.schedule.insert(sk, true);
                 d.scheduled = true;
                 d.replayed = true;
                 if !unsettled {

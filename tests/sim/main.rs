@@ -106,7 +106,7 @@ fn the_checker_catches_a_lost_acknowledged_event() {
 }
 
 /// Regression (found by the simulation, seed 6 of the first run): a failed READ of a settled
-/// event's inbox record or claim panicked the shard writer ("inbox read failed"), killing the
+/// event's inbox record or claim (now its claim alone) panicked the shard writer ("inbox read failed"), killing the
 /// shard until the process was restarted. It is an operating error: the settlement is refused
 /// (`false`), nothing is written, and the attempt is repeated later.
 #[test]
@@ -151,7 +151,7 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
     let due = decide::due(&view, 0, 1_000, 8, &|_| false).expect("no fault yet");
     assert_eq!(due.len(), 1);
 
-    // The schedule entry is read from the drain's first read; every read after it fails.
+    // The settlement's one read, its claim, fails.
     db.borrow_mut().read_fault = 1000;
     let settled = Arc::new(Mutex::new(Vec::new()));
     let answers = Arc::clone(&settled);
@@ -165,72 +165,11 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
         reply: Box::new(move |ok| answers.lock().expect("no poison").push(ok)),
     };
     let mut d = shard.begin::<Vec<store::Op>>(1_001);
-    let scheduled_view = store::View { db: &db, shard: 0, faulty: false };
-    // The schedule check reads without fault; the records behind it fail to read.
-    let mixed = FailAfter { inner: &scheduled_view, faulty: &view, reads: std::cell::Cell::new(0) };
-    shard.decide(&mixed, &mut d, Input::Settle(settlement));
-    assert!(shard.seal(&mixed, &mut d).is_none(), "a refused settlement writes nothing");
+    shard.decide(&view, &mut d, Input::Settle(settlement));
+    assert!(shard.seal(&view, &mut d).is_none(), "a refused settlement writes nothing");
     d.answer(true);
     assert_eq!(*settled.lock().expect("no poison"), [false], "the settlement is refused");
     db.borrow_mut().read_fault = 0;
     let due = decide::due(&view, 0, 1_001, 8, &|_| false).expect("no fault now");
     assert_eq!(due.len(), 1, "the event is still due: its attempt is repeated");
-}
-
-/// A store whose first read succeeds and every later one goes to a failing store.
-struct FailAfter<'a> {
-    inner: &'a store::View<'a>,
-    faulty: &'a store::View<'a>,
-    reads: std::cell::Cell<u32>,
-}
-
-impl hookwall::ledger::decide::ShardStore for FailAfter<'_> {
-    type Error = store::Fault;
-    type Batch = Vec<store::Op>;
-
-    fn get<R>(
-        &self,
-        col: hookwall::ledger::decide::Col,
-        key: &[u8],
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<Option<R>, store::Fault> {
-        self.reads.set(self.reads.get() + 1);
-        if self.reads.get() == 1 {
-            self.inner.get(col, key, f)
-        } else {
-            self.faulty.get(col, key, f)
-        }
-    }
-
-    fn scan(
-        &self,
-        col: hookwall::ledger::decide::Col,
-        lower: &[u8],
-        upper: &[u8],
-        each: &mut hookwall::ledger::decide::Visit<'_>,
-    ) -> Result<(), store::Fault> {
-        self.faulty.scan(col, lower, upper, each)
-    }
-
-    fn put(&self, b: &mut Vec<store::Op>, col: hookwall::ledger::decide::Col, k: &[u8], v: &[u8]) {
-        self.inner.put(b, col, k, v);
-    }
-
-    fn delete(&self, b: &mut Vec<store::Op>, col: hookwall::ledger::decide::Col, k: &[u8]) {
-        self.inner.delete(b, col, k);
-    }
-
-    fn delete_range(
-        &self,
-        b: &mut Vec<store::Op>,
-        col: hookwall::ledger::decide::Col,
-        from: &[u8],
-        to: &[u8],
-    ) {
-        self.inner.delete_range(b, col, from, to);
-    }
-
-    fn is_empty(&self, b: &Vec<store::Op>) -> bool {
-        b.is_empty()
-    }
 }

@@ -714,6 +714,25 @@ impl World {
                 }
             }
         }
+        // And the other way round, which settlements rely on (they read the claim, not the
+        // schedule): every schedule entry belongs to an unsettled claim due at its time.
+        for s in 0..SHARDS {
+            let view = self.oracle(s);
+            let entries = decide::due(&view, s, u64::MAX, usize::MAX, &|_| false)
+                .expect("oracle reads do not fail");
+            for e in entries {
+                let c = decide::claim(&view, &e.key)
+                    .expect("oracle reads do not fail")
+                    .ok_or_else(|| format!("schedule entry of {} has no claim", e.key))?;
+                let unsettled = matches!(c.state, EventState::Received | EventState::Failed);
+                if !unsettled || c.next_attempt_ms != Some(e.due_ms) {
+                    return Err(format!(
+                        "schedule entry (due {}, seq {}) of {} disagrees with its claim ({:?}, next attempt {:?})",
+                        e.due_ms, e.seq, e.key, c.state, c.next_attempt_ms
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
