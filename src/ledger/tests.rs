@@ -777,3 +777,87 @@ fn sweep_period_follows_the_shortest_retention() {
     assert_eq!(super::writer::sweep_every(&r(0, 4000)), D::from_secs(1), "0 = at settlement");
     assert_eq!(super::writer::sweep_every(&r(100, 200)), D::from_millis(250));
 }
+
+/// The attempt history of one event as (attempt, outcome, error) rows.
+fn history_rows(ledger: &Ledger, key: &str) -> Vec<(u32, String, Option<String>)> {
+    let d = ledger.event_detail(key).expect("reads").expect("exists");
+    d.attempts.iter().map(|a| (a.attempt, a.outcome.clone(), a.error.clone())).collect()
+}
+
+/// R20's history across a dead-letter and a replay: the dead attempt stays, and the delivery
+/// after the replay (attempt 1 again) is shown once, last; a stale settlement of the attempt
+/// that was in flight when an operator replayed a failed event is a no-op (no history row,
+/// no transition, the replayed entry stays due with 0 attempts and its ordering place).
+#[test]
+fn history_and_stale_settlements_across_replays() {
+    let dir = tmp();
+    let (ledger, m) = open(dir.path(), 1);
+    check(&ledger, "t/s/d", 1, Decision::Accepted);
+    let first = due_event(&ledger, "t/s/d");
+    assert!(settle(&ledger, &first, 3, Outcome::Dead { error: "410".into() }));
+    assert_eq!(
+        operate(&ledger, "t/s/d", OpAction::Replay).map(|d| d.after),
+        Ok(EventState::Received)
+    );
+    let again = due_event(&ledger, "t/s/d");
+    assert_eq!(again.attempts, 0);
+    // The old entry's settlement, repeated (the dispatcher's answer was lost): a no-op.
+    assert!(settle(&ledger, &first, 4, Outcome::Retry { next_ms: 1, error: "x".into() }));
+    assert_eq!(due_event(&ledger, "t/s/d").due_ms, again.due_ms);
+    assert!(settle(&ledger, &again, 1, Outcome::Delivered { at_ms: again.due_ms + 7 }));
+    let want = vec![
+        (3, "dead".to_owned(), Some("410".to_owned())),
+        (1, codec::ATTEMPT_DELIVERED.to_owned(), None),
+    ];
+    assert_eq!(history_rows(&ledger, "t/s/d"), want);
+    // A second copy of the delivery's settlement is a no-op too.
+    assert!(settle(&ledger, &again, 1, Outcome::Dead { error: "late".into() }));
+    assert_eq!(history_rows(&ledger, "t/s/d"), want);
+    let e = ledger.event("t/s/d").expect("reads").expect("exists");
+    assert_eq!((e.state, e.attempts, e.next_attempt_ms), (EventState::Delivered, 1, None));
+    assert_eq!(gauges(&m), (vec![0, 0], vec![0, 0]));
+
+    // Failed, its retry in flight, replayed by an operator: the in-flight attempt's
+    // settlement (old due time) does not touch the replayed event.
+    assert_eq!(decide_ordered(&ledger, "t/s/f", 1, Some("cus_9")), Decision::Accepted);
+    let f1 = due_event(&ledger, "t/s/f");
+    let soon = crate::clock::now_unix_ms();
+    assert!(settle(&ledger, &f1, 1, Outcome::Retry { next_ms: soon, error: "503".into() }));
+    let f2 = due_event(&ledger, "t/s/f");
+    assert_eq!((f2.due_ms, f2.attempts), (soon, 1));
+    assert_eq!(
+        operate(&ledger, "t/s/f", OpAction::Replay).map(|d| d.after),
+        Ok(EventState::Received)
+    );
+    assert!(settle(&ledger, &f2, 2, Outcome::Dead { error: "500".into() }));
+    let f3 = due_event(&ledger, "t/s/f");
+    assert!(f3.due_ms > soon);
+    assert_eq!((f3.attempts, f3.ordering.as_ref().map(|o| o.value.as_str())), (0, Some("cus_9")));
+    assert_eq!(
+        history_rows(&ledger, "t/s/f"),
+        vec![(1, "retry".to_owned(), Some("503".to_owned()))]
+    );
+    let e = ledger.event("t/s/f").expect("reads").expect("exists");
+    assert_eq!((e.state, e.attempts), (EventState::Received, 0));
+}
+
+/// A corrupt schedule value (cut, or with trailing bytes) fails the due scan of its shard with
+/// a corrupt-record error naming `schedule/{s}`; settlements do not read it.
+#[test]
+fn a_corrupt_schedule_value_fails_the_due_scan_and_not_the_settlement() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    check(&ledger, "t/s/c", 1, Decision::Accepted);
+    let e = due_event(&ledger, "t/s/c");
+    let db = &ledger.inner.db;
+    let schedule = store::cf(db, &store::cf_schedule(0));
+    let sk = codec::schedule_key(e.due_ms, e.seq);
+    for bad in [&[0u8, 0, 0][..], &[0, 0, 0, 0, 9][..]] {
+        db.put_cf(schedule, sk, bad).expect("raw put");
+        let err = ledger.due(0, None, u64::MAX / 2, 100, &|_| false).expect_err("corrupt value");
+        assert!(err.contains("schedule/0"), "{err}");
+    }
+    // The settlement reads the claim only: it applies, and removes the corrupt entry.
+    assert!(settle(&ledger, &e, 1, Outcome::Delivered { at_ms: e.due_ms }));
+    assert!(due(&ledger, u64::MAX / 2).is_empty());
+}
