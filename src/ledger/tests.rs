@@ -861,3 +861,35 @@ fn a_corrupt_schedule_value_fails_the_due_scan_and_not_the_settlement() {
     assert!(settle(&ledger, &e, 1, Outcome::Delivered { at_ms: e.due_ms }));
     assert!(due(&ledger, u64::MAX / 2).is_empty());
 }
+
+/// A ledger written before deliveries left the history has the delivery written; when it does
+/// not sort last (its time, the attempt's end by the dispatcher's clock, is before a failed
+/// attempt's row, stamped with its drain's due time — a wall clock stepped back, or a due-time
+/// floor ahead of it), it is still shown once, where it was.
+#[test]
+fn a_written_delivery_that_does_not_sort_last_is_shown_once() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    check(&ledger, "t/s/o", 1, Decision::Accepted);
+    let first = due_event(&ledger, "t/s/o");
+    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
+    assert!(settle(&ledger, &first, 1, Outcome::Retry { next_ms, error: "503".into() }));
+    let retry_at = ledger.event_detail("t/s/o").expect("reads").expect("exists").attempts[0].at_ms;
+    let again = due(&ledger, next_ms).pop().expect("the retry is due");
+    let at_ms = retry_at - 10;
+    assert!(settle(&ledger, &again, 2, Outcome::Delivered { at_ms }));
+    // As an older version wrote it: the delivery in the history too, sorting first.
+    let written = codec::AttemptRecord {
+        attempt: 2,
+        at_ms,
+        outcome: codec::ATTEMPT_DELIVERED.to_owned(),
+        error: None,
+    };
+    let db = &ledger.inner.db;
+    let inbox = store::cf(db, &store::cf_inbox(0));
+    let key = codec::attempt_key(first.seq, at_ms, 2);
+    db.put_cf(inbox, key, codec::encode_attempt(&written)).expect("raw put");
+    let rows = history_rows(&ledger, "t/s/o");
+    let delivered = rows.iter().filter(|r| r.1 == codec::ATTEMPT_DELIVERED).count();
+    assert_eq!(delivered, 1, "history {rows:?}");
+}
