@@ -240,9 +240,10 @@ impl Ledger {
             detail.event_type = r.event_type;
             detail.signed_at = r.signed_at;
             // The delivery itself is in the claim, not in the history (`decide::transition`);
-            // ledgers written before that have it in both.
+            // ledgers written before that have it in both, not always last (its time is the
+            // attempt's end, a failed attempt's is its drain's due time).
             if let Some(last) = delivered {
-                let written = detail.attempts.last() == Some(&last);
+                let written = detail.attempts.contains(&last);
                 if !written && detail.attempts.len() < ATTEMPT_HISTORY_MAX {
                     detail.attempts.push(last);
                 }
