@@ -479,8 +479,10 @@ impl Shard {
     /// repeated); a claim for another seq, settled, or due at another time means the entry
     /// was already settled or moved by an operator: a no-op, never a second transition.
     fn settle<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, st: Settlement) {
-        let claim = match d.claims.get(&st.key) {
-            Some(c) => Ok(Some(c.clone())),
+        let in_drain = d.claims.get(&st.key).cloned();
+        let from_drain = in_drain.is_some();
+        let claim = match in_drain {
+            Some(c) => Ok(Some(c)),
             None => self.read_claim(s, &st.key),
         };
         match claim {
@@ -491,10 +493,36 @@ impl Shard {
             {
                 self.transition(s, d, st, c);
             }
-            Ok(_) => d.settlements.push((st.reply, true)),
+            Ok(_) => {
+                if !from_drain {
+                    self.remove_stray_entry(s, d, &st);
+                }
+                d.settlements.push((st.reply, true));
+            }
             Err(e) => {
                 tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a settled event's claim; the settlement is refused.");
                 d.settlements.push((st.reply, false));
+            }
+        }
+    }
+
+    /// A stale settlement (its claim is settled, moved or gone, as read from the store) whose
+    /// schedule entry is still there contradicts the claim: a broken invariant, by a bug or a
+    /// damaged ledger. Left alone, the dispatcher would attempt that entry again and again;
+    /// the claim is the record of truth, so the entry is removed, loudly. Only this rare path
+    /// reads the schedule; a claim changed in this drain is not checked (its entries changed
+    /// with it in this drain's batch, which the store does not show yet).
+    fn remove_stray_entry<S: ShardStore>(&self, s: &S, d: &mut Drain<S::Batch>, st: &Settlement) {
+        let sk = codec::schedule_key(st.due_ms, st.seq);
+        match s.get(Col::Schedule, &sk, |_| ()) {
+            Ok(Some(())) => {
+                tracing::error!(code = "ledger_stray_schedule_entry", shard = self.shard, seq = st.seq, due_ms = st.due_ms, "A schedule entry contradicts its event's claim (settled, moved or gone); the entry is removed so it is not attempted again.");
+                s.delete(&mut d.batch, Col::Schedule, &sk);
+                d.durable_writes += 1;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a schedule entry after a stale settlement; it is checked again at the next one.");
             }
         }
     }

@@ -683,6 +683,28 @@ fn a_delivered_events_history_ends_with_its_delivery_from_the_claim() {
     assert_eq!(history(&ledger), want);
 }
 
+/// A schedule entry that contradicts its claim (here: left behind for a delivered event, as a
+/// bug or a damaged ledger would) is attempted once more, and that attempt's settlement
+/// removes it instead of leaving it to be attempted forever; the claim is not touched.
+#[test]
+fn a_stray_schedule_entry_is_removed_by_its_settlement() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    check(&ledger, "t/s/x", 1, Decision::Accepted);
+    let first = due_event(&ledger, "t/s/x");
+    assert!(settle(&ledger, &first, 1, Outcome::Delivered { at_ms: 150 }));
+    let db = &ledger.inner.db;
+    let schedule = store::cf(db, &store::cf_schedule(0));
+    db.put_cf(schedule, codec::schedule_key(first.due_ms, first.seq), []).expect("raw put");
+
+    let stray = due_event(&ledger, "t/s/x");
+    assert_eq!((stray.seq, stray.due_ms), (first.seq, first.due_ms));
+    assert!(settle(&ledger, &stray, 2, Outcome::Delivered { at_ms: 160 }));
+    assert!(due(&ledger, u64::MAX / 2).is_empty(), "the stray entry is still due");
+    let e = ledger.event("t/s/x").expect("reads").expect("exists");
+    assert_eq!((e.state, e.attempts, e.delivered_at_ms), (EventState::Delivered, 1, Some(150)));
+}
+
 /// Admits `key` (fingerprint from `fp`) in ordering group `group` (R22).
 fn decide_ordered(ledger: &Ledger, key: &str, fp: u8, group: Option<&str>) -> Decision {
     let (mut a, rx) = admission(key, fp, 0, 100);
