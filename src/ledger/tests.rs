@@ -634,6 +634,17 @@ fn schedule_entries_without_a_value_are_read_with_their_claim() {
     assert_eq!((from_claim[0].attempts, from_claim[0].ordering.as_ref()), (1, Some(&place)));
 }
 
+/// Admits `key`, settles its first attempt as a retry ("503") an hour ahead, and returns that
+/// first due event, the retry's due time (Unix ms) and the retry's due event.
+fn admitted_then_failed_once(ledger: &Ledger, key: &str) -> (DueEvent, u64, DueEvent) {
+    check(ledger, key, 1, Decision::Accepted);
+    let first = due_event(ledger, key);
+    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
+    assert!(settle(ledger, &first, 1, Outcome::Retry { next_ms, error: "503".into() }));
+    let again = due(ledger, next_ms).pop().expect("the retry is due");
+    (first, next_ms, again)
+}
+
 /// R20's history: a failed attempt is written with its settlement; the delivery is not (the
 /// claim holds it, and delivered is final) but the history shows it last, once, also in a
 /// ledger whose older version wrote it.
@@ -641,11 +652,7 @@ fn schedule_entries_without_a_value_are_read_with_their_claim() {
 fn a_delivered_events_history_ends_with_its_delivery_from_the_claim() {
     let dir = tmp();
     let (ledger, _) = open(dir.path(), 1);
-    check(&ledger, "t/s/h", 1, Decision::Accepted);
-    let first = due_event(&ledger, "t/s/h");
-    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
-    assert!(settle(&ledger, &first, 1, Outcome::Retry { next_ms, error: "503".into() }));
-    let again = due(&ledger, next_ms).pop().expect("the retry is due");
+    let (first, next_ms, again) = admitted_then_failed_once(&ledger, "t/s/h");
     assert!(settle(&ledger, &again, 2, Outcome::Delivered { at_ms: next_ms + 5 }));
 
     let history = |ledger: &Ledger| {
@@ -892,12 +899,8 @@ fn a_corrupt_schedule_value_fails_the_due_scan_and_not_the_settlement() {
 fn a_written_delivery_that_does_not_sort_last_is_shown_once() {
     let dir = tmp();
     let (ledger, _) = open(dir.path(), 1);
-    check(&ledger, "t/s/o", 1, Decision::Accepted);
-    let first = due_event(&ledger, "t/s/o");
-    let next_ms = crate::clock::now_unix_ms() + 3_600_000;
-    assert!(settle(&ledger, &first, 1, Outcome::Retry { next_ms, error: "503".into() }));
+    let (first, _, again) = admitted_then_failed_once(&ledger, "t/s/o");
     let retry_at = ledger.event_detail("t/s/o").expect("reads").expect("exists").attempts[0].at_ms;
-    let again = due(&ledger, next_ms).pop().expect("the retry is due");
     let at_ms = retry_at - 10;
     assert!(settle(&ledger, &again, 2, Outcome::Delivered { at_ms }));
     // As an older version wrote it: the delivery in the history too, sorting first.
