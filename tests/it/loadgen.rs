@@ -95,22 +95,33 @@ fn loadgen_answers_add_up_for_every_provider() {
         let (sent, answered) = (count(&report, "/sent"), count(&report, "/answered"));
         let accepted = count(&report, "/status/accepted");
         let duplicate = count(&report, "/status/duplicate");
+        // On a loaded machine the server may shed a few requests with 503 `overloaded`
+        // (sojourn shedding, R17): a correct answer, which loadgen must count as such.
+        let shed = count(&report, "/status/overloaded");
         let dup_sent = count(&report, "/duplicates_sent");
         assert_eq!((sent, answered), (REQUESTS, REQUESTS), "{}: {report}", source.id);
         assert_eq!(count(&report, "/errors") + count(&report, "/timeouts"), 0, "{report}");
-        assert_eq!(count(&report, "/http/200"), REQUESTS, "{}: {report}", source.id);
-        assert_eq!(accepted + duplicate, REQUESTS, "{}: {report}", source.id);
-        // Each re-send repeats an event already answered on its connection: exactly the
-        // server's duplicates. The share is binomial around 25 %; these bounds are > 4 sd wide.
-        assert_eq!(duplicate, dup_sent, "{}: {report}", source.id);
-        assert!((20..=80).contains(&duplicate), "{}: duplicate share off: {report}", source.id);
+        let http = (count(&report, "/http/200"), count(&report, "/http/503"));
+        assert_eq!(http, (REQUESTS - shed, shed), "{}: {report}", source.id);
+        assert_eq!(accepted + duplicate + shed, REQUESTS, "{}: {report}", source.id);
+        assert!(shed <= REQUESTS / 10, "{}: most requests shed: {report}", source.id);
+        // Each re-send repeats an event already answered on its connection: the server's
+        // duplicates, except re-sends of an event that was shed (admitted by the re-send).
+        // The share is binomial around 25 %; these bounds are > 4 sd wide.
+        assert!(
+            (dup_sent.saturating_sub(shed)..=dup_sent).contains(&duplicate),
+            "{}: {report}",
+            source.id
+        );
+        assert!((20..=80).contains(&dup_sent), "{}: duplicate share off: {report}", source.id);
 
         let metrics = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
         let provider = report["provider"].as_str().expect("provider");
-        for (status, n) in [("accepted", accepted), ("duplicate", duplicate)] {
+        for (status, n) in [("accepted", accepted), ("duplicate", duplicate), ("overloaded", shed)]
+        {
             let labels = [("source", source.id), ("provider", provider), ("status", status)];
-            let got = sample(&metrics, "hookwall_ingress_requests_total", &labels);
-            assert_eq!(got, Some(n as f64), "{}: hookwall counted {status}", source.id);
+            let got = sample(&metrics, "hookwall_ingress_requests_total", &labels).unwrap_or(0.0);
+            assert_eq!(got, n as f64, "{}: hookwall counted {status}", source.id);
         }
 
         let text = std::fs::read_to_string(&hgrm).expect("--out file written");
