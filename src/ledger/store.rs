@@ -562,14 +562,7 @@ mod tests {
     fn flushes_and_compactions_run_at_the_lowest_cpu_priority() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (db, _) = open(dir.path(), 1).expect("opens");
-        let meta = cf(&db, CF_META);
-        for round in 0..2u8 {
-            for i in 0..100u32 {
-                db.put_cf(meta, format!("nice/{i}"), [round; 100]).expect("writes");
-            }
-            db.flush_cf(meta).expect("flushes");
-        }
-        db.compact_range_cf(meta, None::<&[u8]>, None::<&[u8]>);
+        flush_rounds_then_compact(&db, 2);
         let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(10);
         loop {
             let threads = background_threads();
@@ -586,6 +579,20 @@ mod tests {
         }
     }
 
+    /// Gives both background pools work: `rounds` times, 500 keys of 300 bytes (the value is
+    /// the round number) in `meta` and a flush (the `high` pool), then a manual compaction of
+    /// `meta` (the `low` pool).
+    fn flush_rounds_then_compact(db: &Db, rounds: u8) {
+        let meta = cf(db, CF_META);
+        for round in 0..rounds {
+            for i in 0..500u32 {
+                db.put_cf(meta, format!("bg/{i}"), [round; 300]).expect("writes");
+            }
+            db.flush_cf(meta).expect("flushes");
+        }
+        db.compact_range_cf(meta, None::<&[u8]>, None::<&[u8]>);
+    }
+
     /// The file system type (`statfs` magic) of `dir`.
     fn fs_magic(dir: &Path) -> i64 {
         let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).expect("no NUL");
@@ -598,20 +605,10 @@ mod tests {
     /// Opens a ledger in `dir`, writes, flushes and compacts, reopens and reads everything
     /// back; returns the `use_direct_io_for_flush_and_compaction` value in RocksDB's LOG.
     fn round_trip_with_flushes(dir: &Path) -> String {
-        {
-            let (db, _) = open(dir, 1).expect("opens");
-            let meta = cf(&db, CF_META);
-            for round in 0..3u8 {
-                for i in 0..500u32 {
-                    db.put_cf(meta, format!("dio/{i}"), [round; 300]).expect("writes");
-                }
-                db.flush_cf(meta).expect("flushes");
-            }
-            db.compact_range_cf(meta, None::<&[u8]>, None::<&[u8]>);
-        }
+        flush_rounds_then_compact(&open(dir, 1).expect("opens").0, 3);
         let (db, _) = open(dir, 1).expect("reopens");
         for i in 0..500u32 {
-            let v = db.get_cf(cf(&db, CF_META), format!("dio/{i}")).expect("reads");
+            let v = db.get_cf(cf(&db, CF_META), format!("bg/{i}")).expect("reads");
             assert_eq!(v.as_deref(), Some(&[2u8; 300][..]), "key {i}");
         }
         assert!(!dir.join(DIRECT_IO_PROBE).exists(), "the O_DIRECT probe file was left behind");
