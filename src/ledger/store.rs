@@ -142,7 +142,8 @@ fn db_options(direct_io: bool) -> Options {
     // issued behind that burst waited for it: a shard's writer then stood idle for 5-300 ms
     // with every admission in the drain waiting. Written directly, 1 MiB at a time
     // (`writable_file_max_buffer_size`), the disk sees no such burst. Reads for requests
-    // still go through the block cache. Off where the file system refuses O_DIRECT (tmpfs).
+    // still go through the block cache. Off where the file system refuses O_DIRECT (tmpfs before
+    // Linux 6.6).
     o.set_use_direct_io_for_flush_and_compaction(direct_io);
     // Flushes and compactions run at the lowest CPU priority (nice 19, R17): they share the cores
     // with ingress and the shard writers, and at the default priority the scheduler let a
@@ -229,35 +230,42 @@ const SCHEDULE_DELETION_WINDOW: usize = 1024;
 const SCHEDULE_DELETION_TRIGGER: usize = 256;
 
 /// Whether the file system holding the ledger directory `dir` accepts `O_DIRECT` (ext4 and
-/// xfs do, tmpfs does not): probed by creating and removing `dir/DIRECT_IO_PROBE`, after
-/// creating `dir` (one level) as RocksDB would. False when any step fails; RocksDB then reports a
-/// directory it cannot create or write itself.
+/// xfs do; tmpfs does from Linux 6.6 on): probed by creating and removing `dir/DIRECT_IO_PROBE`
+/// (opened only, nothing written), after creating `dir` and any missing parents as the
+/// `rocksdb` crate's open does (`create_dir_all`). Whatever already has the probe's name (a
+/// leftover of a killed start, a symlink) is unlinked first and the file is created with
+/// `O_EXCL`, so no link is followed. False, logged with the error, when any step fails;
+/// RocksDB then reports a directory it cannot create or write itself.
 fn direct_io_supported(dir: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
-    // One level, as RocksDB's `create_if_missing` does: a missing parent stays RocksDB's
-    // error to report.
-    match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(_) => return false,
-    }
     let probe = dir.join(DIRECT_IO_PROBE);
-    let opened = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&probe)
-        .is_ok();
-    let _ = std::fs::remove_file(&probe);
-    if !opened {
-        tracing::info!(
-            code = "ledger_buffered_io",
-            path = %dir.display(),
-            "The ledger's file system does not support O_DIRECT; flushes and compactions write through the page cache."
-        );
+    let opened = std::fs::create_dir_all(dir)
+        .and_then(|()| match std::fs::remove_file(&probe) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        })
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&probe)
+        });
+    match opened {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            true
+        }
+        Err(e) => {
+            tracing::info!(
+                code = "ledger_buffered_io",
+                path = %probe.display(),
+                error = %e,
+                "The ledger's directory did not take an O_DIRECT file; flushes and compactions write through the page cache."
+            );
+            false
+        }
     }
-    opened
 }
 
 /// File name of the `O_DIRECT` probe in the ledger directory (removed at once).
@@ -656,8 +664,37 @@ mod tests {
         std::fs::write(&file, b"x").expect("writes");
         assert!(!direct_io_supported(&file));
         assert!(matches!(open(&file, 1), Err(Error::Open { .. })));
-        assert!(!direct_io_supported(&dir.path().join("missing/ledger")));
-        assert!(!dir.path().join("missing").exists(), "the probe created a missing parent");
+    }
+
+    /// A ledger path whose parents are missing is created whole, as the `rocksdb` crate's open
+    /// does (`create_dir_all`), and probed there: a first start in a new directory tree on
+    /// ext4 or xfs writes direct too (the probe once gave up on the missing parent, and the
+    /// whole run wrote through the page cache without a word).
+    #[test]
+    fn a_ledger_under_missing_parents_is_probed_where_it_is_created() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).expect("temp dir");
+        let nested = dir.path().join("missing/parents/ledger");
+        assert!(direct_io_supported(&nested), "statfs type {:#x}", fs_magic(dir.path()));
+        assert!(nested.is_dir());
+        assert_eq!(round_trip_with_flushes(&nested), "1");
+    }
+
+    /// Whatever already has the probe's name is removed, never followed: a symlink there to a
+    /// file elsewhere leaves that file as it was (the probe's `O_TRUNC` once emptied it).
+    #[test]
+    fn a_symlink_with_the_probes_name_is_removed_not_followed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ledger = dir.path().join("ledger");
+        std::fs::create_dir(&ledger).expect("creates");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"not the ledger's").expect("writes");
+        std::os::unix::fs::symlink(&elsewhere, ledger.join(DIRECT_IO_PROBE)).expect("links");
+        let _ = direct_io_supported(&ledger);
+        assert_eq!(std::fs::read(&elsewhere).expect("reads"), b"not the ledger's");
+        assert!(
+            ledger.join(DIRECT_IO_PROBE).symlink_metadata().is_err(),
+            "probe entry left behind"
+        );
     }
 
     /// R14 with `recycle_log_file_num`: a process killed while writing into a reused WAL file
