@@ -253,7 +253,7 @@ for n in 1 16 64 256; do raw_all="$raw_all $n: $(printf '%.0f' "$(raw_rate "$n")
 # the inbox backlog at the end (accepted - delivered) says whether forwarding kept pace.
 # Twice (b)'s connections: in an open loop they are only the generator's capacity, and 64
 # connections at (b)'s rate leave each about 2 ms per request, no more than its answer takes
-# at that load, so a fifth of the intended requests went unsent in run 13 (limited by the
+# at that load, so 8 % of the intended requests (25 148) went unsent in run 13 (limited by the
 # generator, not by hookwall).
 S_CONNECTIONS=$((2 * CONNECTIONS))
 rate_s="$(python3 -c "print(max(1, round($run_deliv_b)))")"

@@ -231,7 +231,7 @@ const SCHEDULE_DELETION_TRIGGER: usize = 256;
 
 /// Whether the file system holding the ledger directory `dir` accepts `O_DIRECT` (ext4 and
 /// xfs do; tmpfs does from Linux 6.6 on): probed by creating and removing `dir/DIRECT_IO_PROBE`
-/// (opened only, nothing written), after creating `dir` and any missing parents as the
+/// (opened and one aligned block written), after creating `dir` and any missing parents as the
 /// `rocksdb` crate's open does (`create_dir_all`). Whatever already has the probe's name (a
 /// leftover of a killed start, a symlink) is unlinked first and the file is created with
 /// `O_EXCL`, so no link is followed. False, logged with the error, when any step fails;
@@ -250,7 +250,8 @@ fn direct_io_supported(dir: &Path) -> bool {
                 .create_new(true)
                 .custom_flags(libc::O_DIRECT)
                 .open(&probe)
-        });
+        })
+        .and_then(|mut file| write_one_aligned_block(&mut file));
     match opened {
         Ok(_) => {
             let _ = std::fs::remove_file(&probe);
@@ -267,6 +268,20 @@ fn direct_io_supported(dir: &Path) -> bool {
         }
     }
 }
+
+/// Writes one zeroed block of `DIRECT_IO_BLOCK` bytes from a buffer aligned to its size, as
+/// RocksDB's direct writes are: a file system can accept an `O_DIRECT` open and refuse the
+/// write itself (`EINVAL`), and every flush would then fail.
+fn write_one_aligned_block(file: &mut std::fs::File) -> std::io::Result<()> {
+    use std::io::Write;
+    #[repr(C, align(4096))]
+    struct Block([u8; DIRECT_IO_BLOCK]);
+    let block = Box::new(Block([0; DIRECT_IO_BLOCK]));
+    file.write_all(&block.0)
+}
+
+/// Bytes of the probe's write: a multiple of every logical block size in use (512 and 4096).
+const DIRECT_IO_BLOCK: usize = 4096;
 
 /// File name of the `O_DIRECT` probe in the ledger directory (removed at once).
 const DIRECT_IO_PROBE: &str = "DIRECT_IO_PROBE";
