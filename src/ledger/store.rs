@@ -150,7 +150,9 @@ fn db_options(direct_io: bool) -> Options {
     // flush run for a whole slice (4-5 ms, tens of ms in a row) while a writer with
     // admissions waiting stood preempted behind it, which made most of the ack latency tail
     // at half load. Background work is deferrable; acknowledgments are not. On the dev VM it
-    // cut those writer stalls by 40 % and raised forwarded events/s (docs/benchmarks.md,
+    // cut those writer stalls by 40 % and raised forwarded events/s in 10 s runs; the price,
+    // over minutes at saturation, is flushes falling behind: RocksDB stopped writes 51 times
+    // instead of 8 per 4 M events and peak RSS rose 313 -> 418 MiB (docs/benchmarks.md,
     // run 13). The setting is on RocksDB's process-wide default environment.
     match rocksdb::Env::new() {
         Ok(mut env) => {
