@@ -28,3 +28,4 @@ pub mod server;
 pub mod signed_url;
 pub mod tls;
 pub mod verify;
+pub mod wake;

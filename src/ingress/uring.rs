@@ -175,7 +175,8 @@ impl Drop for BufRing {
 }
 
 /// Lets shard writers wake this core: decisions go into a channel, and the eventfd is
-/// written once per batch of them (`pending` coalesces wake-ups).
+/// written once per batch of them (`pending` coalesces wake-ups; inside a writer's
+/// [`crate::wake::batched`] answer round the write waits until every decision is queued).
 struct Waker {
     efd: RawFd,
     pending: AtomicBool,
@@ -183,14 +184,20 @@ struct Waker {
 }
 
 impl Waker {
-    fn wake(&self, token: u64, decision: Decision) {
+    fn wake(this: &Arc<Waker>, token: u64, decision: Decision) {
         // The receiver lives as long as the core loop; after it stops nobody waits for this.
-        let _ = self.tx.send((token, decision));
-        if !self.pending.swap(true, Ordering::AcqRel) {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a live u64 to an eventfd we own.
-            let _ = unsafe { libc::write(self.efd, (&raw const one).cast(), 8) };
+        let _ = this.tx.send((token, decision));
+        if !this.pending.swap(true, Ordering::AcqRel) {
+            crate::wake::wake(this);
         }
+    }
+}
+
+impl crate::wake::Wake for Waker {
+    fn wake_now(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a live u64 to an eventfd we own.
+        let _ = unsafe { libc::write(self.efd, (&raw const one).cast(), 8) };
     }
 }
 
@@ -680,7 +687,7 @@ impl Core {
         let waker = &self.waker;
         let mut make_reply = || -> Reply {
             let waker = Arc::clone(waker);
-            Box::new(move |decision| waker.wake(token, decision))
+            Box::new(move |decision| Waker::wake(&waker, token, decision))
         };
         match s.conn.process(&self.ctx, &mut make_reply) {
             Step::NeedRead | Step::Wait => {}

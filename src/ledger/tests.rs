@@ -918,3 +918,45 @@ fn a_written_delivery_that_does_not_sort_last_is_shown_once() {
     let delivered = rows.iter().filter(|r| r.1 == codec::ATTEMPT_DELIVERED).count();
     assert_eq!(delivered, 1, "history {rows:?}");
 }
+
+/// A core's event loop as the writer sees it: `wake_now` reports how many replies had
+/// arrived by then.
+struct CoreLoop {
+    replies: Arc<std::sync::Mutex<usize>>,
+    woken: Sender<usize>,
+}
+
+impl crate::wake::Wake for CoreLoop {
+    fn wake_now(&self) {
+        let seen = *self.replies.lock().expect("test lock");
+        self.woken.send(seen).expect("test waits for wake-ups");
+    }
+}
+
+#[test]
+fn a_commit_wakes_each_waiting_core_once_after_all_its_replies() {
+    // Issue 6: woken at the first reply, an ingress core on the writer's CPU preempted it
+    // and was woken again by the next (~2 preemptions per commit).
+    let dir = tmp();
+    let (ledger, gate) = open_gated(dir.path(), 1);
+    let replies = Arc::new(std::sync::Mutex::new(0usize));
+    let (woken_tx, woken) = unbounded();
+    let core = Arc::new(CoreLoop { replies: Arc::clone(&replies), woken: woken_tx });
+    let admit_one = |i: usize| {
+        let (mut a, rx) = admission(&format!("t/s/wake-{i}"), 1, 0, 100);
+        let (replies, core) = (Arc::clone(&replies), Arc::clone(&core));
+        a.reply = Box::new(move |_decision| {
+            *replies.lock().expect("test lock") += 1;
+            crate::wake::wake(&core);
+        });
+        assert!(ledger.admit(a).is_ok(), "queue has room");
+        drop(rx);
+    };
+    for i in 0..8 {
+        admit_one(i);
+    }
+    drop(gate);
+    assert_eq!(woken.recv().expect("woken"), 8, "one wake-up, after every reply of the commit");
+    admit_one(8);
+    assert_eq!(woken.recv().expect("woken"), 9, "the next wake-up is the next commit's");
+}

@@ -359,7 +359,14 @@ impl Writer {
             let per_item = rest_ns / u64::try_from(count.max(1)).unwrap_or(1);
             self.shared.costs[self.shard].learn(commit_ns, per_item);
         }
-        d.answer(written);
+        let scheduled = written && d.scheduled;
+        // One wake-up per ingress core for the whole commit (see `crate::wake`).
+        crate::wake::batched(|| d.answer(written));
+        // The dispatcher last: woken earlier, it preempts this thread on a shared core and
+        // the acknowledgments wait for its due scan.
+        if scheduled {
+            self.shared.notify.notify_one();
+        }
     }
 
     /// Removes what retention expired by now (see [`decide::Shard::sweep`]). Returns how many
@@ -426,7 +433,7 @@ impl Writer {
         }
     }
 
-    /// After a successful write: move the gauges, wake the dispatcher if something became due.
+    /// After a successful write: move the gauges (the dispatcher is woken after the replies).
     fn apply<B>(&self, d: &Drain<B>) {
         let stats = &self.shared.metrics.ledger;
         for (&source, &delta) in &d.pending_delta {
@@ -438,9 +445,6 @@ impl Writer {
             if let Some(g) = stats.dlq_depth.get(source as usize) {
                 g.fetch_add(delta, Ordering::Relaxed);
             }
-        }
-        if d.scheduled {
-            self.shared.notify.notify_one();
         }
     }
 }

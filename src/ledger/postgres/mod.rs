@@ -452,9 +452,12 @@ fn admission_writer(shared: &Shared, rx: &Receiver<Admission>, stop: &Receiver<(
                 g.fetch_add(1, Ordering::Relaxed);
             }
         }
-        for (a, d) in batch.into_iter().zip(decisions) {
-            (a.reply)(d);
-        }
+        // One wake-up per ingress core for the whole batch (see `crate::wake`).
+        crate::wake::batched(|| {
+            for (a, d) in batch.into_iter().zip(decisions) {
+                (a.reply)(d);
+            }
+        });
         if accepted {
             shared.opts.notify.notify_one();
         }
