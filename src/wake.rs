@@ -27,16 +27,19 @@ thread_local! {
 /// Wakes `target`: at once, or — inside [`batched`] on this thread — once when the batch ends,
 /// however many times it was asked to in the batch.
 pub fn wake<T: Wake + 'static>(target: &Arc<T>) {
-    let deferred = DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(list) => {
-            if !list.iter().any(|t| std::ptr::addr_eq(Arc::as_ptr(t), Arc::as_ptr(target))) {
-                let target: Arc<dyn Wake> = Arc::clone(target) as Arc<dyn Wake>;
-                list.push(target);
+    // `try_with`: during thread teardown the list may be gone; then the wake-up is immediate.
+    let deferred = DEFERRED
+        .try_with(|d| match d.borrow_mut().as_mut() {
+            Some(list) => {
+                if !list.iter().any(|t| std::ptr::addr_eq(Arc::as_ptr(t), Arc::as_ptr(target))) {
+                    let target: Arc<dyn Wake> = Arc::clone(target) as Arc<dyn Wake>;
+                    list.push(target);
+                }
+                true
             }
-            true
-        }
-        None => false,
-    });
+            None => false,
+        })
+        .unwrap_or(false);
     if !deferred {
         target.wake_now();
     }

@@ -634,7 +634,10 @@ impl Core {
     }
 
     fn on_wake(&mut self) {
-        self.waker.pending.store(false, Ordering::Release);
+        // A read-modify-write, not a store: it reads the latest writer swap (which follows that
+        // writer's send), so the drain below sees every decision whose sender found `pending`
+        // set; a later sender finds it clear and wakes again. No decision is left unwoken.
+        self.waker.pending.swap(false, Ordering::SeqCst);
         while let Ok((token, decision)) = self.wake_rx.try_recv() {
             let (_, slot, generation) = unpack(token);
             let ctx = &self.ctx;

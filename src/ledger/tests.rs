@@ -956,7 +956,9 @@ fn a_commit_wakes_each_waiting_core_once_after_all_its_replies() {
         admit_one(i);
     }
     drop(gate);
-    assert_eq!(woken.recv().expect("woken"), 8, "one wake-up, after every reply of the commit");
+    // A deadline, so a lost wake-up fails the test instead of hanging it.
+    let wait = || woken.recv_timeout(std::time::Duration::from_secs(60)).expect("woken in time");
+    assert_eq!(wait(), 8, "one wake-up, after every reply of the commit");
     admit_one(8);
-    assert_eq!(woken.recv().expect("woken"), 9, "the next wake-up is the next commit's");
+    assert_eq!(wait(), 9, "the next wake-up is the next commit's");
 }
