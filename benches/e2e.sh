@@ -55,6 +55,7 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if [ "${#pg_stop[@]}" -gt 0 ]; then "${pg_stop[@]}" >/dev/null 2>&1 || true; fi
+  cp "$work/ledger/LOG" "$results/rocksdb.LOG" 2>/dev/null || true   # why RocksDB stopped writes
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -148,7 +149,7 @@ backoff_max = "2s"
 concurrency_max = 64
 pipeline = $PIPELINE
 EOF
-HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" 2>"$results/hookwall.stderr" &
+HOOKWALL_LOG=warn "${server_pin[@]}" "$HOOKWALL" serve -c "$work/hookwall.toml" --log-format json 2>"$results/hookwall.stderr" &
 pids+=($!)
 hw_pid=$!
 
@@ -270,7 +271,9 @@ drain >/dev/null
 
 rate_d="$(python3 -c "print(max(1, round(0.5 * $peak_b)))")"
 log "== (d) hookwall open loop at 50 % of peak: ${rate_d}/s, $CONNECTIONS connections, ${PHASE_S}s"
+d_log0="$(wc -l <"$results/hookwall.stderr")"
 loadgen d_open50 "$HW_URL" stripe "$SECRET" --rate "$rate_d" --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+d_log1="$(wc -l <"$results/hookwall.stderr")"
 drain >/dev/null
 
 # Enough connections to offer 150 % at all: past saturation every answer, a 503 too, waits
@@ -387,6 +390,31 @@ P
 fi
 
 ms() { python3 -c "print(f'{$1 / 1000:.2f} ms')"; }
+# The group commits hookwall logged as slow (`ledger_commit_slow`, >= 20 ms, at most one line per
+# second) between lines FROM and TO of its log: how many, and where the worst one's time went.
+slow_commits() { # FROM TO
+  python3 - "$results/hookwall.stderr" "$1" "$2" <<'P'
+import json, sys
+path, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lines = open(path, errors="replace").read().splitlines()[start:end]
+slow = []
+for line in lines:
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    f = e.get("fields", e)
+    if f.get("code") == "ledger_commit_slow":
+        slow.append(f)
+if not slow:
+    print("none")
+else:
+    w = max(slow, key=lambda f: f["took_ms"])
+    more = sum(f.get("unlogged", 0) for f in slow)
+    print(f"{len(slow)} logged (+{more} not logged); worst {w['took_ms']} ms: wal {w['wal_ms']}, "
+          f"stall {w['stall_ms']}, mutex {w['mutex_ms']}, memtable {w['memtable_ms']}, other {w['other_ms']} ms")
+P
+}
 d="$results/d_open50.json"; e="$results/e_open150.json"
 share_503="$(field "$e" '"%.1f %%" % (100 * r["http"].get("503", 0) / max(1, r["answered"]))')"
 overloaded="$(field "$e" 'r["status"].get("overloaded", 0)')"
@@ -412,7 +440,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "| (c) | raw RocksDB WriteBatch sync at hookwall's mean batch ($batch_mean events per commit; p50 $batch_p50; admissions and settlements) | $(fmt0 "$raw_c") events/s (all sizes:$raw_all) |"
   echo "| (b)/(a) | | $(ratio "$peak_b" "$peak_a") |"
   echo "| (b)/(c) | | $(ratio "$peak_b" "$raw_c") |"
-  echo "| (d) | open loop at 50 % of (b) = ${rate_d}/s | ack latency p50 $(ms "$(field "$d" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d" 'r["latency_us"]["p99_9"]')") (service p50 $(ms "$(field "$d" 'r["service_latency_us"]["p50"]')")) |"
+  echo "| (d) | open loop at 50 % of (b) = ${rate_d}/s | ack latency p50 $(ms "$(field "$d" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d" 'r["latency_us"]["p99_9"]')") (service p50 $(ms "$(field "$d" 'r["service_latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["service_latency_us"]["p99"]')"), max $(ms "$(field "$d" 'r["service_latency_us"]["max"]')")); group commits of 20 ms or more: $(slow_commits "$d_log0" "$d_log1") |"
   echo "| (e) | open loop at 150 % of (b) = ${rate_e}/s, $E_CONNECTIONS connections | 503: $share_503 of $e_answered answers ($overloaded overloaded); p99 of the 2xx $(ms "$(field "$e" 'r["latency_2xx_us"]["p99"]')"); answered $e_rate/s |"
   echo "| ingest only | hookwall, destination paused (events accumulate), closed loop | $(fmt0 "$peak_i") accepted/s (rounds: $(for x in "${i_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
   echo "| ingest/(a) | | $(ratio "$peak_i" "$peak_a") |"
@@ -423,6 +451,8 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
     echo "| (f), (g) | PostgreSQL ledger, 1 and 2 nodes | $pg_note |"
   fi
   echo
-  echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion)."
+  echo "RocksDB over the whole run (its LOG): $(grep -c 'Stopping writes' "$work/ledger/LOG" 2>/dev/null || true) write stops and $(grep -c 'Stalling writes' "$work/ledger/LOG" 2>/dev/null || true) slowdowns (flushes or compactions behind); every one holds all admissions."
+  echo
+  echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion), hookwall.stderr (its JSON log), rocksdb.LOG (the ledger's RocksDB log, copied at exit)."
 } | tee "$results/summary.md"
 log "== results in $results"
