@@ -145,25 +145,25 @@ fn db_options(direct_io: bool) -> Options {
     // still go through the block cache. Off where the file system refuses O_DIRECT (tmpfs before
     // Linux 6.6).
     o.set_use_direct_io_for_flush_and_compaction(direct_io);
-    // Flushes and compactions run at the lowest CPU priority (nice 19, R17): they share the cores
-    // with ingress and the shard writers, and at the default priority the scheduler let a
-    // flush run for a whole slice (4-5 ms, tens of ms in a row) while a writer with
-    // admissions waiting stood preempted behind it, which made most of the ack latency tail
-    // at half load. Background work is deferrable; acknowledgments are not. On the dev VM it
-    // cut those writer stalls by 40 % and raised forwarded events/s in 10 s runs; the price,
-    // over minutes at saturation, is flushes falling behind: RocksDB stopped writes 51 times
-    // instead of 8 per 4 M events and peak RSS rose 313 -> 418 MiB (docs/benchmarks.md,
-    // run 13). The setting is on RocksDB's process-wide default environment.
+    // Compactions run at the lowest CPU priority (nice 19, R17): they share the cores with
+    // ingress and the shard writers, and at the default priority the scheduler let one run a
+    // whole slice while a writer with admissions waiting stood preempted behind it.
+    // Compaction is deferrable; acknowledgments are not (docs/benchmarks.md, run 13).
+    // Flushes (the high-priority pool) keep the normal priority: a flush is what frees a
+    // memtable, and at nice 19 they fell behind whenever the cores were busy, until RocksDB
+    // stopped every write for the memtables waiting on them (5-8 stops per half-load run after
+    // a burst, 20-425 ms each, and at saturation a 1 M-event segment 15 % slower with 150 MiB
+    // more resident memtables: run 15). The setting is on RocksDB's process-wide default
+    // environment.
     match rocksdb::Env::new() {
         Ok(mut env) => {
             env.lower_thread_pool_cpu_priority();
-            env.lower_high_priority_thread_pool_cpu_priority();
             o.set_env(&env);
         }
         Err(e) => tracing::warn!(
             code = "ledger_background_priority",
             error = %e,
-            "RocksDB's environment could not be configured; flushes and compactions run at normal priority."
+            "RocksDB's environment could not be configured; compactions run at normal priority."
         ),
     }
     o
@@ -218,8 +218,19 @@ fn cf_options(name: &str, cache: &Cache) -> Options {
         );
     }
     o.set_block_based_table_factory(&table);
+    // Room for memtables waiting for their flush. With RocksDB's default of two per column
+    // family, a memtable that filled while its predecessor's flush was still queued (one flush
+    // thread, at nice 19) stopped *every* write of the ledger until that flush finished: on the
+    // dev VM 7-8 stops per half-load run after a burst, each holding all admissions 20-425 ms
+    // (`ledger_commit_slow` lines with `stall_ms`); with four, none (docs/benchmarks.md, run 15).
+    // The extra memtables exist only while flushes are behind; at worst a column family holds
+    // four (64 MiB each, RocksDB's `write_buffer_size`), measured by `benches/soak.sh`.
+    o.set_max_write_buffer_number(MEMTABLES_PER_CF_MAX);
     o
 }
+
+/// Memtables a column family may hold, the active one included (`max_write_buffer_number`).
+const MEMTABLES_PER_CF_MAX: i32 = 4;
 
 /// Share of a claims memtable's size given to its whole-key bloom filter (RocksDB's
 /// `memtable_prefix_bloom_size_ratio`; 0.02 of the 64 MiB default is about 1.3 MiB per shard).
@@ -579,29 +590,66 @@ mod tests {
             .collect()
     }
 
-    /// Flushes and compactions run at nice 19, below ingress and the shard writers (R17: the
-    /// acknowledgment comes first). RocksDB's threads take the priority when they next pick a job,
-    /// so the test gives each pool one (a flush for `high`, a manual compaction for `low`) and
-    /// waits, bounded, for every background thread to show it.
+    /// Compactions run at nice 19, below ingress and the shard writers (R17: the acknowledgment
+    /// comes first); flushes, which free the memtables every write needs, at the normal
+    /// priority. RocksDB's threads take the priority when they next pick a job, so the test
+    /// gives each pool one (a flush for `high`, a manual compaction for `low`) and waits,
+    /// bounded, for every background thread to show its own.
     #[test]
-    fn flushes_and_compactions_run_at_the_lowest_cpu_priority() {
+    fn compactions_run_at_the_lowest_cpu_priority_and_flushes_at_the_normal_one() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (db, _) = open(dir.path(), 1).expect("opens");
         flush_rounds_then_compact(&db, 2);
+        // SAFETY: getpriority has no preconditions; errno is not consulted (nice 0..19 here).
+        let normal = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
+        let expected = |name: &str| if name == "rocksdb:high" { normal } else { 19 };
         let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(10);
         loop {
             let threads = background_threads();
             let pools = ["rocksdb:high", "rocksdb:low"];
             let all_present = pools.iter().all(|p| threads.iter().any(|(n, _)| n == p));
-            if all_present && threads.iter().all(|(_, nice)| *nice == Some(19)) {
+            if all_present && threads.iter().all(|(n, nice)| *nice == Some(expected(n))) {
                 break;
             }
             assert!(
                 crate::clock::monotonic() < deadline,
-                "background threads (name, nice): {threads:?}"
+                "background threads (name, nice): {threads:?}; expected rocksdb:high at {normal}, rocksdb:low at 19"
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// Every column family may hold `MEMTABLES_PER_CF_MAX` memtables, so one whose flush is
+    /// queued behind another's keeps taking writes instead of stopping them all (RocksDB's
+    /// default of 2 did: run 15). Read back from the OPTIONS file RocksDB wrote at open.
+    #[test]
+    fn every_column_family_has_room_for_memtables_waiting_on_a_flush() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (db, _) = open(dir.path(), 2).expect("opens");
+        drop(db);
+        let options = std::fs::read_dir(dir.path())
+            .expect("lists the ledger")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("OPTIONS-")))
+            .max()
+            .expect("RocksDB wrote an OPTIONS file");
+        let text = std::fs::read_to_string(&options).expect("reads the OPTIONS file");
+        let mut families = 0;
+        for section in text.split("[CFOptions \"").skip(1) {
+            let name = section.split('"').next().unwrap_or_default().to_owned();
+            if name == "default" {
+                continue; // RocksDB's own, never written by the ledger
+            }
+            let body = section.split("[TableOptions").next().unwrap_or_default();
+            assert!(
+                body.lines()
+                    .any(|l| l.trim() == format!("max_write_buffer_number={MEMTABLES_PER_CF_MAX}")),
+                "column family {name} keeps RocksDB's default max_write_buffer_number"
+            );
+            families += 1;
+        }
+        assert!(families >= 10, "found {families} ledger column families in {options:?}");
     }
 
     /// Gives both background pools work: `rounds` times, 500 keys of 300 bytes (the value is
