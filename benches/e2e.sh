@@ -390,6 +390,9 @@ P
 fi
 
 ms() { python3 -c "print(f'{$1 / 1000:.2f} ms')"; }
+log_lines() { # TEXT: how many lines of the ledger's RocksDB LOG contain it ("?" without a LOG)
+  if [ -f "$work/ledger/LOG" ]; then grep -c "$1" "$work/ledger/LOG" || true; else echo "?"; fi
+}
 # The group commits hookwall logged as slow (`ledger_commit_slow`, >= 20 ms, at most one line per
 # second) between lines FROM and TO of its log: how many, and where the worst one's time went.
 slow_commits() { # FROM TO
@@ -412,7 +415,7 @@ else:
     w = max(slow, key=lambda f: f["took_ms"])
     more = sum(f.get("unlogged", 0) for f in slow)
     print(f"{len(slow)} logged (+{more} not logged); worst {w['took_ms']} ms: wal {w['wal_ms']}, "
-          f"stall {w['stall_ms']}, mutex {w['mutex_ms']}, memtable {w['memtable_ms']}, other {w['other_ms']} ms")
+          f"stall {w['stall_ms']}, memtable {w['memtable_ms']}, other {w['other_ms']} ms")
 P
 }
 d="$results/d_open50.json"; e="$results/e_open150.json"
@@ -451,7 +454,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
     echo "| (f), (g) | PostgreSQL ledger, 1 and 2 nodes | $pg_note |"
   fi
   echo
-  echo "RocksDB over the whole run (its LOG): $(grep -c 'Stopping writes' "$work/ledger/LOG" 2>/dev/null || true) write stops and $(grep -c 'Stalling writes' "$work/ledger/LOG" 2>/dev/null || true) slowdowns (flushes or compactions behind); every one holds all admissions."
+  echo "RocksDB over the whole run (its LOG): $(log_lines 'Stopping writes') \"Stopping writes\" and $(log_lines 'Stalling writes') \"Stalling writes\" lines (flushes or compactions behind; one line per column family each time RocksDB checks, so a count of lines, not of episodes; each one held every admission)."
   echo
   echo "Latencies are from the intended send time (coordinated-omission corrected). Files: *.json (loadgen reports), *.hgrm (percentile distributions, ms), c_rocksdb.txt (criterion), hookwall.stderr (its JSON log), rocksdb.LOG (the ledger's RocksDB log, copied at exit)."
 } | tee "$results/summary.md"

@@ -224,12 +224,15 @@ fn cf_options(name: &str, cache: &Cache) -> Options {
     // dev VM 7-8 stops per half-load run after a burst, each holding all admissions 20-425 ms
     // (`ledger_commit_slow` lines with `stall_ms`); with four, none (docs/benchmarks.md, run 15).
     // The extra memtables exist only while flushes are behind; at worst a column family holds
-    // four (64 MiB each, RocksDB's `write_buffer_size`), measured by `benches/soak.sh`.
+    // four waiting plus the active one (64 MiB each, RocksDB's `write_buffer_size`), measured
+    // by `benches/soak.sh`. From three waiting on, RocksDB slows writes before it stops them
+    // (`benches/e2e.sh` counts both in its LOG).
     o.set_max_write_buffer_number(MEMTABLES_PER_CF_MAX);
     o
 }
 
-/// Memtables a column family may hold, the active one included (`max_write_buffer_number`).
+/// Immutable memtables (waiting for their flush) a column family may have before RocksDB stops
+/// writes (`max_write_buffer_number`; RocksDB 11 compares the immutable ones only).
 const MEMTABLES_PER_CF_MAX: i32 = 4;
 
 /// Share of a claims memtable's size given to its whole-key bloom filter (RocksDB's
