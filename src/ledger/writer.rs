@@ -299,7 +299,7 @@ impl Writer {
             let _ = gate.recv();
         }
         // RocksDB's perf context is per thread: made here, on the writer's own thread.
-        let mut clock = CommitClock::new();
+        let mut commits = CommitClock::new();
         let mut swept_at = clock::monotonic();
         let every = self.shared.retention.as_ref().map(sweep_every);
         let sweeps = every.is_some();
@@ -314,7 +314,7 @@ impl Writer {
                 continue;
             }
             let items = drain_more(first, &q);
-            self.process(items, &mut clock);
+            self.process(items, &mut commits);
             let timer = every.is_some_and(|e| clock::monotonic().duration_since(swept_at) >= e);
             if sweeps && (self.logic.expiry_backlog() || timer) {
                 self.sweep();
@@ -327,7 +327,7 @@ impl Writer {
         {}
     }
 
-    fn process(&mut self, items: Vec<Item>, clock: &mut CommitClock) {
+    fn process(&mut self, items: Vec<Item>, commits: &mut CommitClock) {
         let started = clock::monotonic();
         let count = items.len();
         let mut d = self.logic.begin(clock::now_unix_ms());
@@ -348,7 +348,7 @@ impl Writer {
             None => true,
             Some(batch) => {
                 let commit_started = clock::monotonic();
-                let ok = self.commit(batch, synced, d.items(), clock);
+                let ok = self.commit(batch, synced, d.items(), commits);
                 commit_ns = nanos(clock::monotonic().duration_since(commit_started));
                 ok
             }
@@ -409,14 +409,14 @@ impl Writer {
         batch: WriteBatch,
         acked: bool,
         items: usize,
-        clock: &mut CommitClock,
+        commits: &mut CommitClock,
     ) -> bool {
         let mut opts = WriteOptions::default();
         let synced = self.shared.sync && acked;
         opts.set_sync(synced);
-        let (result, took) = clock.write(&self.store.db, batch, &opts);
+        let (result, took) = commits.write(&self.store.db, batch, &opts);
         if took >= COMMIT_SLOW {
-            clock.slow(self.shard, took, items, synced, clock::monotonic());
+            commits.slow(self.shard, took, items, synced, clock::monotonic());
         }
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         match result {
