@@ -227,13 +227,13 @@ fn cf_options(name: &str, cache: &Cache) -> Options {
     // four waiting plus the active one (64 MiB each, RocksDB's `write_buffer_size`), measured
     // by `benches/soak.sh`. From three waiting on, RocksDB slows writes before it stops them
     // (`benches/e2e.sh` counts both in its LOG).
-    o.set_max_write_buffer_number(MEMTABLES_PER_CF_MAX);
+    o.set_max_write_buffer_number(IMMUTABLE_MEMTABLES_MAX);
     o
 }
 
 /// Immutable memtables (waiting for their flush) a column family may have before RocksDB stops
 /// writes (`max_write_buffer_number`; RocksDB 11 compares the immutable ones only).
-const MEMTABLES_PER_CF_MAX: i32 = 4;
+const IMMUTABLE_MEMTABLES_MAX: i32 = 4;
 
 /// Share of a claims memtable's size given to its whole-key bloom filter (RocksDB's
 /// `memtable_prefix_bloom_size_ratio`; 0.02 of the 64 MiB default is about 1.3 MiB per shard).
@@ -622,7 +622,7 @@ mod tests {
         }
     }
 
-    /// Every column family may hold `MEMTABLES_PER_CF_MAX` memtables, so one whose flush is
+    /// Every column family may have `IMMUTABLE_MEMTABLES_MAX` memtables waiting, so one whose flush is
     /// queued behind another's keeps taking writes instead of stopping them all (RocksDB's
     /// default of 2 did: run 15). Read back from the OPTIONS file RocksDB wrote at open.
     #[test]
@@ -647,7 +647,8 @@ mod tests {
             let body = section.split("[TableOptions").next().unwrap_or_default();
             assert!(
                 body.lines()
-                    .any(|l| l.trim() == format!("max_write_buffer_number={MEMTABLES_PER_CF_MAX}")),
+                    .any(|l| l.trim()
+                        == format!("max_write_buffer_number={IMMUTABLE_MEMTABLES_MAX}")),
                 "column family {name} keeps RocksDB's default max_write_buffer_number"
             );
             families += 1;

@@ -347,9 +347,8 @@ impl Writer {
         let written = match self.logic.seal(&self.store, &mut d) {
             None => true,
             Some(batch) => {
-                let commit_started = clock::monotonic();
-                let ok = self.commit(batch, synced, d.items(), commits);
-                commit_ns = nanos(clock::monotonic().duration_since(commit_started));
+                let (ok, took) = self.commit(batch, synced, d.items(), commits);
+                commit_ns = nanos(took);
                 ok
             }
         };
@@ -403,14 +402,15 @@ impl Writer {
     }
 
     /// Writes a drain's batch (synced when it holds admissions, quarantines or operator
-    /// actions). Returns whether it was written; records commit figures and health.
+    /// actions). Returns whether it was written and how long the write took; records commit
+    /// figures and health.
     fn commit(
         &self,
         batch: WriteBatch,
         acked: bool,
         items: usize,
         commits: &mut CommitClock,
-    ) -> bool {
+    ) -> (bool, Duration) {
         let mut opts = WriteOptions::default();
         let synced = self.shared.sync && acked;
         opts.set_sync(synced);
@@ -419,7 +419,7 @@ impl Writer {
             commits.slow(self.shard, took, items, synced, clock::monotonic());
         }
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        match result {
+        let ok = match result {
             Ok(()) => {
                 self.record(micros, items);
                 self.shared.healthy.store(true, Ordering::SeqCst);
@@ -430,7 +430,8 @@ impl Writer {
                 tracing::error!(code = "ledger_write_failed", shard = self.shard, error = %e, items, "The ledger could not write a batch; its admissions are answered unavailable.");
                 false
             }
-        }
+        };
+        (ok, took)
     }
 
     fn record(&self, micros: u64, items: usize) {
