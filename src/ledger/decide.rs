@@ -190,6 +190,23 @@ pub struct Shard {
     expiry_prefix: Vec<u8>,
     /// The last sweep was full: sweep again after the next drain.
     expiry_backlog: bool,
+    /// The last expiry entry (key without its prefix) a written sweep handled: every entry
+    /// that sorts at or before it is deleted, so the next sweep seeks past it instead of
+    /// walking their tombstones (RocksDB keeps a deleted key's tombstone until a compaction
+    /// drops it, and a scan from the head steps over each one: the sweep's cost grew with
+    /// the events expired since the last compaction, `benches/soak.sh`). `None`: from the head.
+    swept_through: Option<[u8; 17]>,
+}
+
+/// What one retention sweep decided ([`Shard::sweep`]): the batch to write (unsynced), how many
+/// events' records it removes, and the cursor to adopt with [`Shard::swept`] once written.
+pub struct Sweep<B> {
+    /// The deletions to write.
+    pub batch: B,
+    /// Events whose payload or identity the batch removes.
+    pub removed: usize,
+    /// The last expiry entry the batch deletes (key without its prefix), if any.
+    pub through: Option<[u8; 17]>,
 }
 
 /// Everything one drain decided: the batch to write, the replies to give after the write,
@@ -211,6 +228,9 @@ pub struct Drain<B> {
     admissions: Vec<(Reply, Decision)>,
     settlements: Vec<(SettleReply, bool)>,
     operations: Vec<(OpReply, Result<OpDone, OpRefused>)>,
+    /// The earliest expiry entry this drain adds (key without its prefix): if it sorts at or
+    /// before the sweep cursor, the next sweep starts from the head again.
+    earliest_expiry: Option<[u8; 17]>,
     /// Whether an operator replay scheduled an event in this drain: replays are due at
     /// `due_ms + 1`, so they sort after every entry the dispatcher saw due (see `Drain::due_ms`).
     replayed: bool,
@@ -273,6 +293,7 @@ impl Shard {
             rejects_written: 0,
             expiry_prefix: store::meta_expiry_prefix(shard),
             expiry_backlog: false,
+            swept_through: None,
         }
     }
 
@@ -322,6 +343,7 @@ impl Shard {
             admissions: Vec::new(),
             settlements: Vec::new(),
             operations: Vec::new(),
+            earliest_expiry: None,
             replayed: false,
             durable_writes: 0,
             acked_writes: 0,
@@ -357,6 +379,13 @@ impl Shard {
     pub fn applied<B>(&mut self, d: &Drain<B>) {
         self.next_seq = d.next_seq;
         self.last_due_ms = d.due_ms + u64::from(d.replayed);
+        // An entry behind the cursor (an identity that expires before what was swept, e.g. an
+        // event delivered long after its admission) must not be skipped.
+        if let (Some(added), Some(through)) = (d.earliest_expiry, self.swept_through) {
+            if added <= through {
+                self.swept_through = None;
+            }
+        }
         self.dlq.extend(d.dlq.iter().map(|(&k, &v)| (k, v)));
     }
 
@@ -730,7 +759,9 @@ impl Shard {
         let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
         let seq = claim.seq;
         for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
-            let k = [self.expiry_prefix.as_slice(), &codec::expiry_key(at, kind, seq)].concat();
+            let entry = codec::expiry_key(at, kind, seq);
+            d.earliest_expiry = Some(d.earliest_expiry.map_or(entry, |e| e.min(entry)));
+            let k = [self.expiry_prefix.as_slice(), &entry].concat();
             s.put(&mut d.batch, Col::Meta, &k, key.as_bytes());
         }
     }
@@ -738,24 +769,35 @@ impl Shard {
     /// Decides what retention expired by `now_ms` (at most [`SWEEP_BATCH_MAX`] entries): the
     /// inbox record and attempt history (payload), or the claim (identity), of events still
     /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
-    /// Returns the batch to write (unsynced) and how many events it removes, or `None` when
-    /// there is nothing to write or a read failed (the entries wait for the next sweep).
-    pub fn sweep<S: ShardStore>(&mut self, s: &S, now_ms: u64) -> Option<(S::Batch, usize)> {
+    /// The scan starts after the last entry a written sweep handled ([`Shard::swept`]).
+    /// Returns the batch to write (unsynced), how many events it removes and the cursor to
+    /// adopt once it is written, or `None` when there is nothing to write or a read failed
+    /// (the entries wait for the next sweep).
+    pub fn sweep<S: ShardStore>(&mut self, s: &S, now_ms: u64) -> Option<Sweep<S::Batch>> {
         self.rules.retention?;
         let mut batch = S::Batch::default();
         let mut removed = 0usize;
         let end = codec::expiry_key(now_ms.saturating_add(1), ExpiryKind::Payload, 0);
         let upper = [self.expiry_prefix.as_slice(), &end].concat();
+        // Right after the cursor: the cursor's key followed by a zero byte.
+        let mut lower = self.expiry_prefix.clone();
+        if let Some(through) = &self.swept_through {
+            lower.extend_from_slice(through);
+            lower.push(0);
+        }
         let mut handled = 0usize;
+        let mut through = None;
         let mut claim_error = None;
         let prefix_len = self.expiry_prefix.len();
-        let scanned = s.scan(Col::Meta, &self.expiry_prefix, &upper, &mut |k, key| {
+        let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, key| {
             if handled == SWEEP_BATCH_MAX {
                 return ControlFlow::Break(());
             }
             handled += 1;
-            let (_, kind, seq) = codec::parse_expiry_key(&k[prefix_len..])
+            let entry = &k[prefix_len..];
+            let (_, kind, seq) = codec::parse_expiry_key(entry)
                 .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
+            through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
             s.delete(&mut batch, Col::Meta, k);
             let key = String::from_utf8_lossy(key).into_owned();
             let settled = match self.read_claim(s, &key) {
@@ -810,7 +852,14 @@ impl Shard {
         if s.is_empty(&batch) {
             return None;
         }
-        Some((batch, removed))
+        Some(Sweep { batch, removed, through })
+    }
+
+    /// After a sweep's batch was written: later sweeps start after its last entry.
+    pub fn swept(&mut self, through: Option<[u8; 17]>) {
+        if through.is_some() {
+            self.swept_through = through;
+        }
     }
 
     /// The quarantine (R11) and rejected (R23) records received before `cutoff_ms` (Unix ms:

@@ -962,3 +962,132 @@ fn a_commit_wakes_each_waiting_core_once_after_all_its_replies() {
     admit_one(8);
     assert_eq!(wait(), 9, "the next wake-up is the next commit's");
 }
+
+/// One drain of `inputs` over shard 0 of `db`, decided and written on this thread as the
+/// shard writer does (unsynced: these tests are about what is read, not durability).
+fn writer_turn(
+    logic: &mut decide::Shard,
+    store: &super::writer::RocksShard,
+    db: &store::Db,
+    now_ms: u64,
+    inputs: Vec<decide::Input>,
+) {
+    let mut d = logic.begin::<rocksdb::WriteBatch>(now_ms);
+    for input in inputs {
+        logic.decide(store, &mut d, input);
+    }
+    if let Some(batch) = logic.seal(store, &mut d) {
+        db.write(batch).expect("batch written");
+    }
+    logic.applied(&d);
+    d.answer(true);
+}
+
+/// A delivery settlement of the event admitted as inbox `seq` in a drain at `due_ms`.
+fn delivered(key: &str, seq: u64, due_ms: u64) -> decide::Input {
+    decide::Input::Settle(Settlement {
+        shard: 0,
+        seq,
+        key: key.to_owned(),
+        due_ms,
+        attempts: 1,
+        outcome: Outcome::Delivered { at_ms: due_ms },
+        reply: Box::new(|ok| assert!(ok, "settlement decided")),
+    })
+}
+
+fn admit(key: &str, at_ms: u64) -> decide::Input {
+    let (mut a, _) = admission(key, 1, 0, at_ms);
+    a.reply = Box::new(|d| assert_eq!(d, Decision::Accepted, "admitted"));
+    decide::Input::Admit(a)
+}
+
+/// A retention sweep on this thread; the cursor is adopted as the writer adopts it.
+fn sweep_now(
+    logic: &mut decide::Shard,
+    store: &super::writer::RocksShard,
+    db: &store::Db,
+    now_ms: u64,
+) -> usize {
+    let Some(decide::Sweep { batch, removed, through }) = logic.sweep(store, now_ms) else {
+        return 0;
+    };
+    db.write(batch).expect("sweep written");
+    logic.swept(through);
+    removed
+}
+
+/// Shard 0 of a fresh one-shard ledger with the given retention (ms), driven on this thread.
+fn shard_with_retention(
+    dir: &Path,
+    payload_ms: u64,
+    dedupe_ms: u64,
+) -> (Arc<store::Db>, super::writer::RocksShard, decide::Shard) {
+    let (db, _) = store::open(dir, 1).expect("ledger opens");
+    let db = Arc::new(db);
+    let rules = Arc::new(decide::Rules {
+        source_ids: vec!["s".into()],
+        retention: Some(decide::Spans {
+            payload: std::time::Duration::from_millis(payload_ms),
+            dedupe: std::time::Duration::from_millis(dedupe_ms),
+        }),
+        audit_seq: std::sync::atomic::AtomicU64::new(0),
+        order_stamp: std::sync::atomic::AtomicU64::new(0),
+    });
+    let store = super::writer::RocksShard::new(Arc::clone(&db), 0);
+    (db, store, decide::Shard::new(0, 0, std::collections::HashMap::new(), rules))
+}
+
+/// R25 at a steady rate: a sweep reads only the entries that expired since the last one. A
+/// deleted expiry entry stays in RocksDB as a tombstone until a compaction drops it, and a
+/// scan from the head of the expiry list steps over every one of them: each sweep then cost
+/// more than the one before (`benches/soak.sh`: the event rate fell to a fifth every other
+/// million events). Counted by RocksDB's per-thread perf context (deleted keys skipped).
+#[test]
+fn a_sweep_seeks_past_the_entries_earlier_sweeps_removed() {
+    use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
+    const EVENTS: u64 = 500;
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 86_400_000);
+    let t0 = 1_700_000_000_000;
+    let keys: Vec<String> = (0..EVENTS).map(|i| format!("t/s/e{i}")).collect();
+    writer_turn(&mut logic, &store, &db, t0, keys.iter().map(|k| admit(k, t0)).collect());
+    let settle = keys.iter().zip(0..).map(|(k, seq)| delivered(k, seq, t0)).collect();
+    writer_turn(&mut logic, &store, &db, t0, settle);
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 2_000), EVENTS as usize, "every payload");
+
+    writer_turn(&mut logic, &store, &db, t0 + 2_000, vec![admit("t/s/late", t0 + 2_000)]);
+    writer_turn(
+        &mut logic,
+        &store,
+        &db,
+        t0 + 2_000,
+        vec![delivered("t/s/late", EVENTS, t0 + 2_000)],
+    );
+    set_perf_stats(PerfStatsLevel::EnableCount);
+    let mut ctx = PerfContext::default();
+    ctx.reset();
+    let removed = sweep_now(&mut logic, &store, &db, t0 + 4_000);
+    let skipped = ctx.metric(PerfMetric::InternalDeleteSkippedCount);
+    set_perf_stats(PerfStatsLevel::Disable);
+    assert_eq!(removed, 1, "the one payload that expired since");
+    assert!(skipped < 10, "the sweep stepped over {skipped} entries earlier sweeps deleted");
+}
+
+/// The sweep cursor never hides an entry: an event delivered after its identity's expiry time
+/// has passed the cursor (it waited in the inbox longer than `dedupe_retention`) is still
+/// forgotten by the next sweep (R25).
+#[test]
+fn an_expiry_entry_behind_the_sweep_cursor_is_still_swept() {
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 5_000);
+    let t0 = 1_700_000_000_000;
+    writer_turn(&mut logic, &store, &db, t0, vec![admit("t/s/slow", t0), admit("t/s/fast", t0)]);
+    writer_turn(&mut logic, &store, &db, t0, vec![delivered("t/s/fast", 1, t0)]);
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 6_000), 2, "fast's payload and identity");
+    // Delivered at t0 + 7 s: its identity expired at t0 + 5 s, before what was swept.
+    writer_turn(&mut logic, &store, &db, t0 + 7_000, vec![delivered("t/s/slow", 0, t0)]);
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 9_000), 2, "slow's identity and payload");
+    let claim = decide::claim(&store, "t/s/slow").expect("reads");
+    assert!(claim.is_none(), "the identity behind the cursor was forgotten: {claim:?}");
+}

@@ -380,11 +380,13 @@ impl Writer {
             return 0;
         };
         let now = (r.now_ms)();
-        let Some((batch, removed)) = self.logic.sweep(&self.store, now) else {
+        let Some(decide::Sweep { batch, removed, through }) = self.logic.sweep(&self.store, now)
+        else {
             return 0;
         };
         match self.store.db.write(batch) {
             Ok(()) => {
+                self.logic.swept(through);
                 if removed > 0 {
                     tracing::debug!(
                         shard = self.shard,

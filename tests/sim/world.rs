@@ -570,9 +570,11 @@ impl World {
         let now = self.now;
         let view = View { db: &self.db, shard: s, faulty: true };
         let swept = self.shards[s].sweep(&view, now);
-        if let Some((batch, _removed)) = swept {
+        if let Some(decide::Sweep { batch, through, .. }) = swept {
             if self.db.borrow_mut().write(batch, false).is_err() {
                 self.stats.write_faults += 1;
+            } else {
+                self.shards[s].swept(through);
             }
         }
     }
