@@ -267,22 +267,38 @@ pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
 }
 
 /// What an expiry entry expires once its time has come (R25).
+///
+/// The checked kinds read the claim when they are swept (a dropped event may have been
+/// replayed since) and look for the seq's attempt history; the delivered kinds are written
+/// only when the settlement already knows the answers — delivered is terminal, so the claim
+/// keeps its seq and state until its identity expires — and are swept with blind deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpiryKind {
     /// The inbox record (raw body) and attempt history: `payload_retention` after settling.
     Payload,
-    /// The claim (the identity): `dedupe_retention` after admission.
+    /// The claim (the identity), and whatever payload is left: `dedupe_retention` after
+    /// admission.
     Identity,
+    /// The inbox record of an event delivered without a failed attempt (so it has no attempt
+    /// history): only `seq`'s record is deleted, nothing is read.
+    DeliveredPayload,
+    /// The claim of an event delivered without a failed attempt: only the claim is deleted,
+    /// nothing is read (its payload has its own `DeliveredPayload` entry, which needs no claim,
+    /// whichever expires first).
+    DeliveredIdentity,
 }
 
 /// Expiry key (after the shard's `meta` prefix `exp/{s}/`): due_ms BE ‖ kind (0 payload,
-/// 1 identity) ‖ seq BE; the value is the idempotency key.
+/// 1 identity, 2 delivered payload, 3 delivered identity) ‖ seq BE; the value is the
+/// idempotency key.
 pub fn expiry_key(due_ms: u64, kind: ExpiryKind, seq: u64) -> [u8; 17] {
     let mut k = [0; 17];
     k[..8].copy_from_slice(&due_ms.to_be_bytes());
     k[8] = match kind {
         ExpiryKind::Payload => 0,
         ExpiryKind::Identity => 1,
+        ExpiryKind::DeliveredPayload => 2,
+        ExpiryKind::DeliveredIdentity => 3,
     };
     k[9..].copy_from_slice(&seq.to_be_bytes());
     k
@@ -299,6 +315,8 @@ pub fn parse_expiry_key(k: &[u8]) -> Result<(u64, ExpiryKind, u64), DecodeError>
     let kind = match k[8] {
         0 => ExpiryKind::Payload,
         1 => ExpiryKind::Identity,
+        2 => ExpiryKind::DeliveredPayload,
+        3 => ExpiryKind::DeliveredIdentity,
         tag => return Err(DecodeError::Tag { field: "expiry kind", tag }),
     };
     let seq = u64::from_be_bytes(k[9..].try_into().expect("8 of 17 bytes"));
@@ -886,6 +904,14 @@ mod tests {
         assert!(seq_key(255) < seq_key(256));
         let e = expiry_key(5, ExpiryKind::Identity, 9);
         assert_eq!(parse_expiry_key(&e), Ok((5, ExpiryKind::Identity, 9)));
+        for kind in [
+            ExpiryKind::Payload,
+            ExpiryKind::Identity,
+            ExpiryKind::DeliveredPayload,
+            ExpiryKind::DeliveredIdentity,
+        ] {
+            assert_eq!(parse_expiry_key(&expiry_key(5, kind, 9)), Ok((5, kind, 9)));
+        }
         assert!(expiry_key(4, ExpiryKind::Identity, 9) < expiry_key(5, ExpiryKind::Payload, 0));
         let mut bad = e;
         bad[8] = 7;

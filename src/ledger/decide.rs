@@ -744,6 +744,12 @@ impl Shard {
     /// A delivered or dropped event: its payload expires `payload_retention` after the drain,
     /// its identity `dedupe_retention` after admission (R25). Dead events never expire by
     /// themselves (they wait in the DLQ for an operator).
+    ///
+    /// A delivered event is terminal (no replay, no drop), so its claim keeps this seq and
+    /// state until its identity expires: when it never failed an attempt (no `last_error`, so
+    /// no attempt history: a delivery is not written to it) its entries say so, and the sweep
+    /// removes its records without reading anything (`ExpiryKind::DeliveredPayload`,
+    /// `DeliveredIdentity`; `benches/soak.sh`: the reads were most of the sweep's cost).
     fn schedule_expiry<S: ShardStore>(
         &self,
         s: &S,
@@ -758,7 +764,13 @@ impl Shard {
         let payload_at = d.due_ms.saturating_add(ms(r.payload));
         let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
         let seq = claim.seq;
-        for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
+        let clean = claim.state == EventState::Delivered && claim.last_error.is_none();
+        let (payload_kind, identity_kind) = if clean {
+            (ExpiryKind::DeliveredPayload, ExpiryKind::DeliveredIdentity)
+        } else {
+            (ExpiryKind::Payload, ExpiryKind::Identity)
+        };
+        for (at, kind) in [(payload_at, payload_kind), (identity_at, identity_kind)] {
             let entry = codec::expiry_key(at, kind, seq);
             d.earliest_expiry = Some(d.earliest_expiry.map_or(entry, |e| e.min(entry)));
             let k = [self.expiry_prefix.as_slice(), &entry].concat();
@@ -799,6 +811,19 @@ impl Shard {
                 .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
             through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
             s.delete(&mut batch, Col::Meta, k);
+            match kind {
+                ExpiryKind::DeliveredPayload => {
+                    s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
+                    removed += 1;
+                    return ControlFlow::Continue(());
+                }
+                ExpiryKind::DeliveredIdentity => {
+                    s.delete(&mut batch, Col::Claims, key);
+                    removed += 1;
+                    return ControlFlow::Continue(());
+                }
+                ExpiryKind::Payload | ExpiryKind::Identity => {}
+            }
             let key = String::from_utf8_lossy(key).into_owned();
             let settled = match self.read_claim(s, &key) {
                 Ok(Some(c)) => {
@@ -813,11 +838,10 @@ impl Shard {
             if !settled {
                 return ControlFlow::Continue(());
             }
-            match kind {
-                // The inbox record and its attempt history sort in [seq, seq + 1).
-                ExpiryKind::Payload => {}
-                // The event is forgotten: its claim, and whatever payload is left.
-                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
+            // The event is forgotten: its claim, and whatever payload is left. (The inbox
+            // record and its attempt history sort in [seq, seq + 1).)
+            if kind == ExpiryKind::Identity {
+                s.delete(&mut batch, Col::Claims, key.as_bytes());
             }
             // Point deletes of what is there (the record and its few attempt records), not a
             // range delete: RocksDB keeps every range tombstone of a memtable in one list

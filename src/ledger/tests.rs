@@ -1038,14 +1038,37 @@ fn shard_with_retention(
     (db, store, decide::Shard::new(0, 0, std::collections::HashMap::new(), rules))
 }
 
-/// R25 at a steady rate: a sweep reads only the entries that expired since the last one. A
-/// deleted expiry entry stays in RocksDB as a tombstone until a compaction drops it, and a
-/// scan from the head of the expiry list steps over every one of them: each sweep then cost
-/// more than the one before (`benches/soak.sh`: the event rate fell to a fifth every other
-/// million events). Counted by RocksDB's per-thread perf context (deleted keys skipped).
-#[test]
-fn a_sweep_seeks_past_the_entries_earlier_sweeps_removed() {
+/// Rows of inbox seq `seq` of shard 0 (its record and attempt history: [seq, seq + 1)).
+fn inbox_rows(db: &store::Db, seq: u64) -> usize {
+    let cf = store::cf(db, &store::cf_inbox(0));
+    let mut opts = rocksdb::ReadOptions::default();
+    opts.set_iterate_lower_bound(codec::seq_key(seq).to_vec());
+    opts.set_iterate_upper_bound(codec::seq_key(seq + 1).to_vec());
+    db.iterator_cf_opt(cf, opts, rocksdb::IteratorMode::Start).count()
+}
+
+/// Counts, on this thread, the memtable lookups (point reads) and deleted keys stepped over
+/// (scans) of `f`, from RocksDB's per-thread perf context.
+fn reads_of<R>(f: impl FnOnce() -> R) -> (R, u64, u64) {
     use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
+    set_perf_stats(PerfStatsLevel::EnableCount);
+    let mut ctx = PerfContext::default();
+    ctx.reset();
+    let r = f();
+    let gets = ctx.metric(PerfMetric::GetFromMemtableCount);
+    let skipped = ctx.metric(PerfMetric::InternalDeleteSkippedCount);
+    set_perf_stats(PerfStatsLevel::Disable);
+    (r, gets, skipped)
+}
+
+/// R25 at a steady rate: a sweep of delivered events reads nothing but the expiry list, and
+/// only the entries that expired since the last sweep. It used to read every event's claim,
+/// open an iterator over its inbox records, and scan the expiry list from its head, stepping
+/// over the tombstone of every entry removed since the last compaction: on `benches/soak.sh`
+/// the writer spent most of its time there and the event rate fell to a fifth every other
+/// million events. Counted by RocksDB's per-thread perf context.
+#[test]
+fn a_sweep_of_delivered_events_reads_only_the_entries_expired_since_the_last_one() {
     const EVENTS: u64 = 500;
     let dir = tmp();
     let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 86_400_000);
@@ -1054,7 +1077,12 @@ fn a_sweep_seeks_past_the_entries_earlier_sweeps_removed() {
     writer_turn(&mut logic, &store, &db, t0, keys.iter().map(|k| admit(k, t0)).collect());
     let settle = keys.iter().zip(0..).map(|(k, seq)| delivered(k, seq, t0)).collect();
     writer_turn(&mut logic, &store, &db, t0, settle);
-    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 2_000), EVENTS as usize, "every payload");
+    let (removed, gets, _) = reads_of(|| sweep_now(&mut logic, &store, &db, t0 + 2_000));
+    assert_eq!(removed, EVENTS as usize, "every payload");
+    assert_eq!(gets, 0, "the sweep of delivered events read claims");
+    for seq in [0, EVENTS - 1] {
+        assert_eq!(inbox_rows(&db, seq), 0, "payload {seq} gone");
+    }
 
     writer_turn(&mut logic, &store, &db, t0 + 2_000, vec![admit("t/s/late", t0 + 2_000)]);
     writer_turn(
@@ -1064,14 +1092,37 @@ fn a_sweep_seeks_past_the_entries_earlier_sweeps_removed() {
         t0 + 2_000,
         vec![delivered("t/s/late", EVENTS, t0 + 2_000)],
     );
-    set_perf_stats(PerfStatsLevel::EnableCount);
-    let mut ctx = PerfContext::default();
-    ctx.reset();
-    let removed = sweep_now(&mut logic, &store, &db, t0 + 4_000);
-    let skipped = ctx.metric(PerfMetric::InternalDeleteSkippedCount);
-    set_perf_stats(PerfStatsLevel::Disable);
+    let (removed, _, skipped) = reads_of(|| sweep_now(&mut logic, &store, &db, t0 + 4_000));
     assert_eq!(removed, 1, "the one payload that expired since");
     assert!(skipped < 10, "the sweep stepped over {skipped} entries earlier sweeps deleted");
+}
+
+/// An event delivered after a failed attempt has an attempt history (R20): its payload's
+/// expiry removes the record and every history row (`inbox/s`, [seq, seq + 1)), and its
+/// identity's expiry the claim.
+#[test]
+fn a_retried_events_history_expires_with_its_payload() {
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 5_000);
+    let t0 = 1_700_000_000_000;
+    writer_turn(&mut logic, &store, &db, t0, vec![admit("t/s/retried", t0)]);
+    let retry = decide::Input::Settle(Settlement {
+        shard: 0,
+        seq: 0,
+        key: "t/s/retried".into(),
+        due_ms: t0,
+        attempts: 1,
+        outcome: Outcome::Retry { next_ms: t0 + 100, error: "503".into() },
+        reply: Box::new(|ok| assert!(ok, "settlement decided")),
+    });
+    writer_turn(&mut logic, &store, &db, t0, vec![retry]);
+    writer_turn(&mut logic, &store, &db, t0 + 100, vec![delivered("t/s/retried", 0, t0 + 100)]);
+    assert_eq!(inbox_rows(&db, 0), 2, "the inbox record and one attempt row");
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 2_000), 1, "the payload");
+    assert_eq!(inbox_rows(&db, 0), 0, "record and history gone together");
+    assert!(decide::claim(&store, "t/s/retried").expect("reads").is_some(), "identity kept");
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 6_000), 1, "the identity");
+    assert!(decide::claim(&store, "t/s/retried").expect("reads").is_none(), "identity gone");
 }
 
 /// The sweep cursor never hides an entry: an event delivered after its identity's expiry time
