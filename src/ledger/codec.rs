@@ -269,9 +269,10 @@ pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
 /// What an expiry entry expires once its time has come (R25).
 ///
 /// The checked kinds read the claim when they are swept (a dropped event may have been
-/// replayed since) and look for the seq's attempt history; the delivered kinds are written
-/// only when the settlement already knows the answers — delivered is terminal, so the claim
-/// keeps its seq and state until its identity expires — and are swept with blind deletes.
+/// replayed since; an identity may have expired and been admitted anew) and look for the seq's
+/// records; the delivered kinds are written only when the settlement already knows there is
+/// nothing but the inbox record: `DeliveredPayload` is swept with a blind delete,
+/// `DeliveredIdentity` reads the claim but not the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpiryKind {
     /// The inbox record (raw body) and attempt history: `payload_retention` after settling.
@@ -279,12 +280,13 @@ pub enum ExpiryKind {
     /// The claim (the identity), and whatever payload is left: `dedupe_retention` after
     /// admission.
     Identity,
-    /// The inbox record of an event delivered without a failed attempt (so it has no attempt
-    /// history): only `seq`'s record is deleted, nothing is read.
+    /// The inbox record of an event delivered without a failed attempt: it has no attempt
+    /// history, and delivered is terminal (no replay), so nothing will need the record again
+    /// whatever its claim says by then: only `seq`'s record is deleted, nothing is read.
     DeliveredPayload,
-    /// The claim of an event delivered without a failed attempt: only the claim is deleted,
-    /// nothing is read (its payload has its own `DeliveredPayload` entry, which needs no claim,
-    /// whichever expires first).
+    /// The claim of an event delivered without a failed attempt: checked against the claim
+    /// like `Identity`, but its payload is not looked for (its `DeliveredPayload` entry removes
+    /// it, whichever expires first).
     DeliveredIdentity,
 }
 

@@ -745,11 +745,14 @@ impl Shard {
     /// its identity `dedupe_retention` after admission (R25). Dead events never expire by
     /// themselves (they wait in the DLQ for an operator).
     ///
-    /// A delivered event is terminal (no replay, no drop), so its claim keeps this seq and
-    /// state until its identity expires: when it never failed an attempt (no `last_error`, so
-    /// no attempt history: a delivery is not written to it) its entries say so, and the sweep
-    /// removes its records without reading anything (`ExpiryKind::DeliveredPayload`,
-    /// `DeliveredIdentity`; `benches/soak.sh`: the reads were most of the sweep's cost).
+    /// A delivered event is terminal (no replay, no drop): when it also never failed an attempt
+    /// (no `last_error`, so no attempt history: a delivery is not written to it), nothing will
+    /// need its inbox record again, and its payload entry says so: the sweep removes the record
+    /// without reading anything (`ExpiryKind::DeliveredPayload`; `benches/soak.sh`: the reads
+    /// were most of the sweep's cost), and its identity entry that the payload needs no
+    /// looking for (`DeliveredIdentity`). Identity entries are still checked against the claim:
+    /// an event dropped, replayed and delivered has two, and the later must not remove the
+    /// claim of an admission made after the first expired it.
     fn schedule_expiry<S: ShardStore>(
         &self,
         s: &S,
@@ -811,18 +814,10 @@ impl Shard {
                 .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
             through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
             s.delete(&mut batch, Col::Meta, k);
-            match kind {
-                ExpiryKind::DeliveredPayload => {
-                    s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
-                    removed += 1;
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::DeliveredIdentity => {
-                    s.delete(&mut batch, Col::Claims, key);
-                    removed += 1;
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::Payload | ExpiryKind::Identity => {}
+            if kind == ExpiryKind::DeliveredPayload {
+                s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
+                removed += 1;
+                return ControlFlow::Continue(());
             }
             let key = String::from_utf8_lossy(key).into_owned();
             let settled = match self.read_claim(s, &key) {
@@ -838,10 +833,17 @@ impl Shard {
             if !settled {
                 return ControlFlow::Continue(());
             }
-            // The event is forgotten: its claim, and whatever payload is left. (The inbox
-            // record and its attempt history sort in [seq, seq + 1).)
-            if kind == ExpiryKind::Identity {
-                s.delete(&mut batch, Col::Claims, key.as_bytes());
+            // The event is forgotten: its claim, and whatever payload is left (none when the
+            // payload has its own blind entry). The inbox record and its attempt history sort
+            // in [seq, seq + 1).
+            match kind {
+                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
+                ExpiryKind::DeliveredIdentity => {
+                    s.delete(&mut batch, Col::Claims, key.as_bytes());
+                    removed += 1;
+                    return ControlFlow::Continue(());
+                }
+                ExpiryKind::Payload | ExpiryKind::DeliveredPayload => {}
             }
             // Point deletes of what is there (the record and its few attempt records), not a
             // range delete: RocksDB keeps every range tombstone of a memtable in one list

@@ -1061,12 +1061,12 @@ fn reads_of<R>(f: impl FnOnce() -> R) -> (R, u64, u64) {
     (r, gets, skipped)
 }
 
-/// R25 at a steady rate: a sweep of delivered events reads nothing but the expiry list, and
-/// only the entries that expired since the last sweep. It used to read every event's claim,
-/// open an iterator over its inbox records, and scan the expiry list from its head, stepping
-/// over the tombstone of every entry removed since the last compaction: on `benches/soak.sh`
-/// the writer spent most of its time there and the event rate fell to a fifth every other
-/// million events. Counted by RocksDB's per-thread perf context.
+/// R25 at a steady rate: a sweep of delivered events' payloads reads nothing but the expiry
+/// list, and only the entries that expired since the last sweep. It used to read every event's
+/// claim, open an iterator over its inbox records, and scan the expiry list from its head,
+/// stepping over the tombstone of every entry removed since the last compaction: on
+/// `benches/soak.sh` the writer spent most of its time there and the event rate fell to a
+/// fifth every other million events. Counted by RocksDB's per-thread perf context.
 #[test]
 fn a_sweep_of_delivered_events_reads_only_the_entries_expired_since_the_last_one() {
     const EVENTS: u64 = 500;
@@ -1141,4 +1141,57 @@ fn an_expiry_entry_behind_the_sweep_cursor_is_still_swept() {
     assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 9_000), 2, "slow's identity and payload");
     let claim = decide::claim(&store, "t/s/slow").expect("reads");
     assert!(claim.is_none(), "the identity behind the cursor was forgotten: {claim:?}");
+}
+
+/// An operator action decided on this thread's shard; it must be allowed.
+fn operated(key: &str, action: OpAction) -> decide::Input {
+    decide::Input::Operate(Operation {
+        key: key.to_owned(),
+        action,
+        actor: "test".into(),
+        reason: Some("test".into()),
+        reply: Box::new(move |r| assert!(r.is_ok(), "{action:?} allowed: {r:?}")),
+    })
+}
+
+/// R25 never forgets an identity inside its window, even when one event has two identity
+/// expiry entries: dropped by an operator (one entry), replayed and delivered (another, at the
+/// same time). If the first is swept, the identity expires and the event is admitted anew, the
+/// second — swept later because a sweep stops after `SWEEP_BATCH_MAX` entries — must not
+/// remove the new admission's claim: identity entries are checked against the claim's seq.
+#[test]
+fn a_second_identity_entry_never_removes_a_readmitted_claim() {
+    use decide::SWEEP_BATCH_MAX;
+    const PAYLOAD_MS: u64 = 1_000;
+    const DEDUPE_MS: u64 = 10_000;
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), PAYLOAD_MS, DEDUPE_MS);
+    let t0 = 1_700_000_000_000;
+    // The event: admitted (seq 0), dropped, replayed, delivered at its first attempt.
+    writer_turn(&mut logic, &store, &db, t0, vec![admit("t/s/k", t0)]);
+    writer_turn(&mut logic, &store, &db, t0, vec![operated("t/s/k", OpAction::Drop)]);
+    writer_turn(&mut logic, &store, &db, t0, vec![operated("t/s/k", OpAction::Replay)]);
+    let replayed = decide::claim(&store, "t/s/k").expect("reads").expect("claim").next_attempt_ms;
+    let due = replayed.expect("replayed events are due");
+    writer_turn(&mut logic, &store, &db, t0, vec![delivered("t/s/k", 0, due)]);
+    // Fillers so that the first sweep ends right after the event's first identity entry:
+    // 2 entries each (payload, identity) that sort before it, plus one whose payload does.
+    let early = (SWEEP_BATCH_MAX - 4) / 2;
+    let fillers: Vec<String> = (0..=early).map(|i| format!("t/s/f{i}")).collect();
+    let received = |i: usize| if i < early { t0 - 1 } else { t0 + 1 };
+    let admits = fillers.iter().enumerate().map(|(i, k)| admit(k, received(i))).collect();
+    writer_turn(&mut logic, &store, &db, t0, admits);
+    let settle = fillers.iter().zip(1..).map(|(k, seq)| delivered(k, seq, t0 + 1)).collect();
+    writer_turn(&mut logic, &store, &db, t0 + 1, settle);
+
+    let expiry = t0 + DEDUPE_MS;
+    sweep_now(&mut logic, &store, &db, expiry);
+    assert!(decide::claim(&store, "t/s/k").expect("reads").is_none(), "first identity expired");
+    writer_turn(&mut logic, &store, &db, expiry + 1, vec![admit("t/s/k", expiry + 1)]);
+    sweep_now(&mut logic, &store, &db, expiry + 1);
+    let claim = decide::claim(&store, "t/s/k").expect("reads");
+    assert!(
+        claim.is_some_and(|c| c.seq > 0),
+        "the new admission's identity was removed by the old event's second entry"
+    );
 }
