@@ -158,6 +158,9 @@ pub struct Spans {
     pub payload: Duration,
     /// How long after admission a delivered or dropped event keeps its identity (claim).
     pub dedupe: Duration,
+    /// Most expiry entries one sweep handles: [`SWEEP_BATCH_MAX`] in the ledger; the simulator
+    /// uses a few, so that one event's entries often fall into different sweeps.
+    pub sweep_batch: usize,
 }
 
 /// One queued item of a drain.
@@ -781,7 +784,7 @@ impl Shard {
         }
     }
 
-    /// Decides what retention expired by `now_ms` (at most [`SWEEP_BATCH_MAX`] entries): the
+    /// Decides what retention expired by `now_ms` (at most [`Spans::sweep_batch`] entries): the
     /// inbox record and attempt history (payload), or the claim (identity), of events still
     /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
     /// The scan starts after the last entry a written sweep handled ([`Shard::swept`]).
@@ -789,7 +792,7 @@ impl Shard {
     /// adopt once it is written, or `None` when there is nothing to write or a read failed
     /// (the entries wait for the next sweep).
     pub fn sweep<S: ShardStore>(&mut self, s: &S, now_ms: u64) -> Option<Sweep<S::Batch>> {
-        self.rules.retention?;
+        let batch_max = self.rules.retention?.sweep_batch;
         let mut batch = S::Batch::default();
         let mut removed = 0usize;
         let end = codec::expiry_key(now_ms.saturating_add(1), ExpiryKind::Payload, 0);
@@ -805,7 +808,7 @@ impl Shard {
         let mut claim_error = None;
         let prefix_len = self.expiry_prefix.len();
         let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, key| {
-            if handled == SWEEP_BATCH_MAX {
+            if handled == batch_max {
                 return ControlFlow::Break(());
             }
             handled += 1;
@@ -870,7 +873,7 @@ impl Shard {
             tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim or its payload; retention waits for the next sweep.");
             return None;
         }
-        self.expiry_backlog = handled == SWEEP_BATCH_MAX;
+        self.expiry_backlog = handled == batch_max;
         if let (0, Some(spans)) = (self.shard, self.rules.retention) {
             let dedupe_ms = u64::try_from(spans.dedupe.as_millis()).unwrap_or(u64::MAX);
             self.expire_minimised(s, &mut batch, now_ms.saturating_sub(dedupe_ms));

@@ -154,10 +154,11 @@ impl Ledger {
             notify: opts.notify,
             rules: Arc::new(Rules {
                 source_ids: opts.source_ids,
-                retention: opts
-                    .retention
-                    .as_ref()
-                    .map(|r| Spans { payload: r.payload, dedupe: r.dedupe }),
+                retention: opts.retention.as_ref().map(|r| Spans {
+                    payload: r.payload,
+                    dedupe: r.dedupe,
+                    sweep_batch: super::decide::SWEEP_BATCH_MAX,
+                }),
                 audit_seq: AtomicU64::new(0),
                 order_stamp: AtomicU64::new(store::load_max_order_stamp(&db)?),
             }),

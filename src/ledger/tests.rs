@@ -1030,6 +1030,7 @@ fn shard_with_retention(
         retention: Some(decide::Spans {
             payload: std::time::Duration::from_millis(payload_ms),
             dedupe: std::time::Duration::from_millis(dedupe_ms),
+            sweep_batch: decide::SWEEP_BATCH_MAX,
         }),
         audit_seq: std::sync::atomic::AtomicU64::new(0),
         order_stamp: std::sync::atomic::AtomicU64::new(0),

@@ -215,6 +215,9 @@ impl World {
             retention: Some(Spans {
                 payload: Duration::from_millis(PAYLOAD_MS),
                 dedupe: Duration::from_millis(DEDUPE_MS),
+                // A few entries per sweep (1..=4), so one event's entries (payload, identity,
+                // and a second pair after a drop and replay) often fall into different sweeps.
+                sweep_batch: 1 + rng.below(4),
             }),
             audit_seq: std::sync::atomic::AtomicU64::new(0),
             order_stamp: std::sync::atomic::AtomicU64::new(0),
