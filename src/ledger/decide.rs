@@ -752,8 +752,8 @@ impl Shard {
     /// (no `last_error`, so no attempt history: a delivery is not written to it), nothing will
     /// need its inbox record again, and its payload entry says so: the sweep removes the record
     /// without reading anything (`ExpiryKind::DeliveredPayload`; `benches/soak.sh`: the reads
-    /// were most of the sweep's cost), and its identity entry that the payload needs no
-    /// looking for (`DeliveredIdentity`). Identity entries are still checked against the claim:
+    /// were most of the sweep's cost), and its identity entry says the payload needs no looking
+    /// for (`DeliveredIdentity`). Identity entries are still checked against the claim:
     /// an event dropped, replayed and delivered has two, and the later must not remove the
     /// claim of an admission made after the first expired it.
     fn schedule_expiry<S: ShardStore>(
@@ -786,7 +786,8 @@ impl Shard {
 
     /// Decides what retention expired by `now_ms` (at most [`Spans::sweep_batch`] entries): the
     /// inbox record and attempt history (payload), or the claim (identity), of events still
-    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped.
+    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped; a
+    /// clean delivery's payload (`ExpiryKind::DeliveredPayload`) is removed without a read.
     /// The scan starts after the last entry a written sweep handled ([`Shard::swept`]).
     /// Returns the batch to write (unsynced), how many events it removes and the cursor to
     /// adopt once it is written, or `None` when there is nothing to write or a read failed
