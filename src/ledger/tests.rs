@@ -1023,6 +1023,16 @@ fn shard_with_retention(
     payload_ms: u64,
     dedupe_ms: u64,
 ) -> (Arc<store::Db>, super::writer::RocksShard, decide::Shard) {
+    shard_with_sweeps_of(dir, payload_ms, dedupe_ms, decide::SWEEP_BATCH_MAX)
+}
+
+/// As [`shard_with_retention`], with sweeps of at most `sweep_batch` expiry entries.
+fn shard_with_sweeps_of(
+    dir: &Path,
+    payload_ms: u64,
+    dedupe_ms: u64,
+    sweep_batch: usize,
+) -> (Arc<store::Db>, super::writer::RocksShard, decide::Shard) {
     let (db, _) = store::open(dir, 1).expect("ledger opens");
     let db = Arc::new(db);
     let rules = Arc::new(decide::Rules {
@@ -1030,7 +1040,7 @@ fn shard_with_retention(
         retention: Some(decide::Spans {
             payload: std::time::Duration::from_millis(payload_ms),
             dedupe: std::time::Duration::from_millis(dedupe_ms),
-            sweep_batch: decide::SWEEP_BATCH_MAX,
+            sweep_batch,
         }),
         audit_seq: std::sync::atomic::AtomicU64::new(0),
         order_stamp: std::sync::atomic::AtomicU64::new(0),
@@ -1158,15 +1168,15 @@ fn operated(key: &str, action: OpAction) -> decide::Input {
 /// R25 never forgets an identity inside its window, even when one event has two identity
 /// expiry entries: dropped by an operator (one entry), replayed and delivered (another, at the
 /// same time). If the first is swept, the identity expires and the event is admitted anew, the
-/// second — swept later because a sweep stops after `SWEEP_BATCH_MAX` entries — must not
-/// remove the new admission's claim: identity entries are checked against the claim's seq.
+/// second — swept later because a sweep stops after its batch of entries — must not remove
+/// the new admission's claim: identity entries are checked against the claim's seq.
 #[test]
 fn a_second_identity_entry_never_removes_a_readmitted_claim() {
-    use decide::SWEEP_BATCH_MAX;
     const PAYLOAD_MS: u64 = 1_000;
     const DEDUPE_MS: u64 = 10_000;
     let dir = tmp();
-    let (db, store, mut logic) = shard_with_retention(dir.path(), PAYLOAD_MS, DEDUPE_MS);
+    // Three entries per sweep: the event's two payload entries and its first identity entry.
+    let (db, store, mut logic) = shard_with_sweeps_of(dir.path(), PAYLOAD_MS, DEDUPE_MS, 3);
     let t0 = 1_700_000_000_000;
     // The event: admitted (seq 0), dropped, replayed, delivered at its first attempt.
     writer_turn(&mut logic, &store, &db, t0, vec![admit("t/s/k", t0)]);
@@ -1175,15 +1185,6 @@ fn a_second_identity_entry_never_removes_a_readmitted_claim() {
     let replayed = decide::claim(&store, "t/s/k").expect("reads").expect("claim").next_attempt_ms;
     let due = replayed.expect("replayed events are due");
     writer_turn(&mut logic, &store, &db, t0, vec![delivered("t/s/k", 0, due)]);
-    // Fillers so that the first sweep ends right after the event's first identity entry:
-    // 2 entries each (payload, identity) that sort before it, plus one whose payload does.
-    let early = (SWEEP_BATCH_MAX - 4) / 2;
-    let fillers: Vec<String> = (0..=early).map(|i| format!("t/s/f{i}")).collect();
-    let received = |i: usize| if i < early { t0 - 1 } else { t0 + 1 };
-    let admits = fillers.iter().enumerate().map(|(i, k)| admit(k, received(i))).collect();
-    writer_turn(&mut logic, &store, &db, t0, admits);
-    let settle = fillers.iter().zip(1..).map(|(k, seq)| delivered(k, seq, t0 + 1)).collect();
-    writer_turn(&mut logic, &store, &db, t0 + 1, settle);
 
     let expiry = t0 + DEDUPE_MS;
     sweep_now(&mut logic, &store, &db, expiry);

@@ -64,12 +64,13 @@ fn seeded_simulation_keeps_the_promise() {
         Some(seed) => vec![seed],
         None => {
             let first = env_u64("HOOKWALL_SIM_FIRST").unwrap_or(0);
-            let count = env_u64("HOOKWALL_SIM_SEEDS").unwrap_or(SMOKE_SEEDS);
+            let chosen = env_u64("HOOKWALL_SIM_SEEDS");
+            let count = chosen.unwrap_or(SMOKE_SEEDS);
             let end = first.checked_add(count).unwrap_or_else(|| {
                 panic!("HOOKWALL_SIM_FIRST + HOOKWALL_SIM_SEEDS overflows u64 ({first} + {count})")
             });
             let mut seeds: Vec<u64> = (first..end).collect();
-            if env_u64("HOOKWALL_SIM_SEEDS").is_none() {
+            if chosen.is_none() {
                 seeds.extend(REGRESSION_SEEDS.iter().filter(|s| !(first..end).contains(s)));
             }
             seeds
