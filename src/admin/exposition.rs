@@ -63,7 +63,7 @@ const REFUSED: Family = Family {
 const COMMIT: Family = Family {
     name: "hookwall_ledger_commit_seconds",
     kind: "summary",
-    help: "Duration of one synced ledger write batch, seconds.",
+    help: "Duration of one ledger write batch (a group commit: fsync'd when it holds admissions or operator actions and ledger.sync is on), seconds.",
 };
 const BATCH: Family = Family {
     name: "hookwall_ledger_commit_batch_events",

@@ -593,6 +593,14 @@ fn event_list_reads_claims_from_memtables_and_table_files_in_key_order() {
     let mut want_b: Vec<String> = (0..30).filter(|n: &u32| n.is_multiple_of(3)).map(key).collect();
     want_b.sort();
     assert_eq!(got, want_b);
+    // A prefix that other keys sort after: the list stops at the prefix's end.
+    let a = EventQuery { state: None, key_prefix: Some("t/a/".into()) };
+    let page = ledger.list_events(&a, None, 100).expect("lists");
+    let mut got: Vec<String> = page.items.into_iter().map(|e| e.key).collect();
+    got.sort();
+    let mut want_a: Vec<String> = (0..30).filter(|n: &u32| !n.is_multiple_of(3)).map(key).collect();
+    want_a.sort();
+    assert_eq!(got, want_a);
 }
 
 /// R25 with a controllable clock: a delivered event's payload goes after `payload_retention`
