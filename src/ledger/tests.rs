@@ -571,8 +571,7 @@ fn event_list_reads_claims_from_memtables_and_table_files_in_key_order() {
     }
     let mut want: Vec<_> = (0..30).map(key).collect();
     want.sort();
-    let keys: Vec<String> = seen.iter().map(|(_, k, _)| k.clone()).collect();
-    let mut sorted = keys.clone();
+    let mut sorted: Vec<String> = seen.iter().map(|(_, k, _)| k.clone()).collect();
     sorted.sort();
     assert_eq!(sorted, want, "every event once");
     for shard in 0..2 {
