@@ -32,13 +32,15 @@ struct FakeState {
 /// `(seq, attempts, outcome)` to the test.
 struct FakeInbox {
     state: Mutex<FakeState>,
+    /// Calls of `due`: one per shard per scan.
+    scans: AtomicUsize,
     settled: mpsc::UnboundedSender<(u64, u32, Outcome)>,
 }
 
 impl FakeInbox {
     fn new() -> (Arc<FakeInbox>, mpsc::UnboundedReceiver<(u64, u32, Outcome)>) {
         let (settled, rx) = mpsc::unbounded_channel();
-        (Arc::new(FakeInbox { state: Mutex::default(), settled }), rx)
+        (Arc::new(FakeInbox { state: Mutex::default(), scans: AtomicUsize::new(0), settled }), rx)
     }
 
     fn admit(&self, seq: u64, body: &[u8]) {
@@ -79,6 +81,7 @@ impl Inbox for FakeInbox {
         limit: usize,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<DueEvent>, String> {
+        self.scans.fetch_add(1, Ordering::SeqCst);
         let state = self.state.lock().expect("test lock");
         let from = from.unwrap_or((0, 0));
         let due = state.schedule.range(from..).take_while(|(due, _)| *due <= now_ms);
@@ -412,6 +415,49 @@ async fn notify_wakes_an_idle_loop_before_its_timer() {
     assert!(seq == 1 && matches!(outcome, Outcome::Delivered { .. }));
     // The idle timer is 1 s; a woken loop delivers well before it.
     assert!(notified.elapsed() < Duration::from_millis(800), "{:?}", notified.elapsed());
+    rig.handle.shutdown();
+}
+
+/// Issue 6: a notification per group commit (every few hundred µs at high rates) must not cost a
+/// scan each; notifications alone scan at most once per `NOTIFIED_SCAN_GAP`, and the events
+/// they announced are all delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_in_quick_succession_share_one_scan_per_gap() {
+    let mut rig = rig(Destination::new(&[], 200, false), 5, 64, 0).await;
+    // The loop's first scan, at start, before the measured window.
+    let started = crate::clock::monotonic();
+    while rig.inbox.scans.load(Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < WAIT_MAX, "the dispatcher never scanned");
+        tokio::task::yield_now().await;
+    }
+    let before = rig.inbox.scans.load(Ordering::SeqCst);
+    let window = crate::clock::monotonic();
+    let mut notifications = 0u64;
+    while window.elapsed() < engine::NOTIFIED_SCAN_GAP * 25 {
+        notifications += 1;
+        rig.notify.notify_one();
+        tokio::task::yield_now().await;
+    }
+    let scans = rig.inbox.scans.load(Ordering::SeqCst) - before;
+    let elapsed = window.elapsed();
+    let allowed = usize::try_from(elapsed.as_micros() / engine::NOTIFIED_SCAN_GAP.as_micros())
+        .expect("small")
+        + 2;
+    assert!(
+        scans <= allowed,
+        "{scans} scans for {notifications} notifications in {elapsed:?} (at most {allowed})"
+    );
+    // What the notifications announce is still delivered.
+    for seq in 1..=100 {
+        rig.inbox.admit(seq, b"{}");
+        rig.notify.notify_one();
+    }
+    let mut delivered = BTreeSet::new();
+    while delivered.len() < 100 {
+        let (seq, _, outcome) = rig.next_settled().await;
+        assert!(matches!(outcome, Outcome::Delivered { .. }), "{seq}: {outcome:?}");
+        delivered.insert(seq);
+    }
     rig.handle.shutdown();
 }
 
