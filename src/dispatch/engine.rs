@@ -26,14 +26,15 @@ const IDLE_WAIT_MAX: Duration = Duration::from_secs(1);
 const FULL_SCAN_EVERY: Duration = Duration::from_secs(5);
 /// Wait before re-offering settlements a full settle queue gave back.
 const SETTLE_RETRY_WAIT: Duration = Duration::from_millis(10);
-/// Shortest time between the starts of two scans asked for by notifications alone (a group
-/// commit that scheduled events, an operator action, a settlement that freed an ordering
-/// group). At high rates a shard writer commits every few hundred µs, and a scan per commit
-/// paid for its schedule iterator, wake-up and sends for a handful of events each; one scan
-/// per gap carries them all. Measured on one core at 9 000 events/s: the server's CPU −10 %,
-/// the dispatcher's −20 % (issue 6, docs/benchmarks.md run 18). The first notification after a
-/// quiet spell scans at once; scans for freed destination slots and due retries are not held.
-/// A delivery starts at most this much later.
+/// Shortest time from the start of the last scan (of any kind) to a scan asked for by
+/// notifications alone (a group commit that scheduled events, an operator action, a settlement
+/// that freed an ordering group). At high rates a shard writer commits every few hundred µs,
+/// and a scan per commit paid for its schedule iterator, wake-up and sends for a handful of
+/// events each; one scan per gap carries them all. Measured on one core at 9 000 events/s: the
+/// dispatcher's CPU −20 %, the server's −7 % (issue 6, docs/benchmarks.md run 18). The first
+/// notification after a quiet spell scans at once; scans for freed destination slots and due
+/// retries are not held. A delivery starts at most ~3 ms later: the gap, plus up to 1 ms
+/// because tokio's timer rounds the wait up to whole milliseconds.
 pub(super) const NOTIFIED_SCAN_GAP: Duration = Duration::from_millis(2);
 /// How long shutdown keeps re-offering settlements before leaving them to recovery.
 const SHUTDOWN_SETTLE_WAIT: Duration = Duration::from_secs(2);

@@ -130,7 +130,8 @@ impl DispatchHandle {
 }
 
 /// Starts the dispatcher thread `dispatch` (SPEC §5). `notify` is signalled by whoever admits
-/// events (a scan then runs at once instead of at the next timer); `metrics.dispatch` receives
+/// events (a scan then runs at once, or at most `NOTIFIED_SCAN_GAP` after the last scan started,
+/// instead of at the next timer); `metrics.dispatch` receives
 /// the attempt counts and delivery latencies.
 ///
 /// # Errors

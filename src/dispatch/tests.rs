@@ -461,6 +461,33 @@ async fn notifications_in_quick_succession_share_one_scan_per_gap() {
     rig.handle.shutdown();
 }
 
+/// A notification that lands inside the gap (just after a scan started) is not dropped: its
+/// scan runs when the gap ends, long before the loop's 1 s idle timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_inside_the_gap_scans_when_the_gap_ends() {
+    let mut rig = rig(Destination::new(&[], 200, false), 5, 4, 0).await;
+    for seq in 1..=5u64 {
+        // Make the loop start a scan, and wait until it has.
+        let before = rig.inbox.scans.load(Ordering::SeqCst);
+        rig.notify.notify_one();
+        let asked = crate::clock::monotonic();
+        while rig.inbox.scans.load(Ordering::SeqCst) == before {
+            assert!(asked.elapsed() < WAIT_MAX, "the dispatcher never scanned");
+            tokio::task::yield_now().await;
+        }
+        // At once, inside the gap: an event and its notification.
+        let notified = crate::clock::monotonic();
+        rig.inbox.admit(seq, b"{}");
+        rig.notify.notify_one();
+        let (settled, _, outcome) = rig.next_settled().await;
+        assert!(settled == seq && matches!(outcome, Outcome::Delivered { .. }), "{outcome:?}");
+        // The idle timer is 1 s; the gap is 2 ms.
+        let took = notified.elapsed();
+        assert!(took < Duration::from_millis(800), "event {seq} delivered after {took:?}");
+    }
+    rig.handle.shutdown();
+}
+
 #[test]
 fn https_client_builds_with_ring() {
     assert!(attempt::client().is_ok());
