@@ -935,6 +935,59 @@ fn history_and_stale_settlements_across_replays() {
     assert_eq!((e.state, e.attempts), (EventState::Received, 0));
 }
 
+/// The due scan reads each inbox record through one iterator that steps forward (issue 6): an
+/// event whose retry made it due later sits with its attempt history between the records of
+/// events due earlier, and is read back after them; every event gets its own body.
+#[test]
+fn due_reads_each_record_past_the_attempt_history_of_events_due_later() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    let keys = ["t/s/a", "t/s/b", "t/s/c", "t/s/d", "t/s/e"];
+    for (i, key) in (1u8..).zip(keys) {
+        check(&ledger, key, i, Decision::Accepted);
+    }
+    let later = crate::clock::now_unix_ms() + 60_000;
+    for key in ["t/s/b", "t/s/c"] {
+        let e = due_event(&ledger, key);
+        let retry = Outcome::Retry { next_ms: later, error: "503".into() };
+        assert!(settle(&ledger, &e, 1, retry), "retry of {key} written");
+        assert_eq!(history_rows(&ledger, key).len(), 1, "{key} has an attempt row");
+    }
+    let got = due(&ledger, u64::MAX / 2);
+    let order: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(order, ["t/s/a", "t/s/d", "t/s/e", "t/s/b", "t/s/c"]);
+    for (e, fp) in got.iter().zip([1, 4, 5, 2, 3]) {
+        assert_eq!(
+            e.body,
+            format!("{{\"id\":\"{}\",\"v\":{fp}}}", e.key).into_bytes(),
+            "{}",
+            e.key
+        );
+    }
+    assert_eq!((got[3].attempts, got[4].attempts), (1, 1));
+    // Skipping some (in flight) still reads the right record for the rest.
+    let skipped = ledger.due(0, None, u64::MAX / 2, 100, &|seq| seq == got[1].seq).expect("reads");
+    let order: Vec<_> = skipped.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(order, ["t/s/a", "t/s/e", "t/s/b", "t/s/c"]);
+    assert_eq!(skipped[1].body, got[2].body);
+}
+
+/// A schedule entry whose inbox record is missing (a broken invariant) fails its shard's due
+/// scan with an error naming the inbox, not an event with another's body.
+#[test]
+fn a_schedule_entry_without_its_inbox_record_fails_the_due_scan() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    for key in ["t/s/x", "t/s/y", "t/s/z"] {
+        check(&ledger, key, 1, Decision::Accepted);
+    }
+    let y = due_event(&ledger, "t/s/y");
+    let db = &ledger.inner.db;
+    db.delete_cf(store::cf(db, &store::cf_inbox(0)), codec::seq_key(y.seq)).expect("raw delete");
+    let err = ledger.due(0, None, u64::MAX / 2, 100, &|_| false).expect_err("missing record");
+    assert!(err.contains("inbox/0"), "{err}");
+}
+
 /// A corrupt schedule value (cut, or with trailing bytes) fails the due scan of its shard with
 /// a corrupt-record error naming `schedule/{s}`; settlements do not read it.
 #[test]
