@@ -424,6 +424,8 @@ impl Ledger {
         // The inbox records through one iterator on the same snapshot: the due events of a scan
         // are mostly consecutive seqs, and stepping to the next record costs a fraction of a
         // point read's search from the top of each memtable's skiplist.
+        // `ReadOptions` keeps only a pointer to the snapshot: `snap`, declared before both
+        // iterators, is dropped after them.
         let mut at_snapshot = rocksdb::ReadOptions::default();
         at_snapshot.set_snapshot(&snap);
         let mut records = db.raw_iterator_cf_opt(store::cf(db, &inbox), at_snapshot);

@@ -972,6 +972,36 @@ fn due_reads_each_record_past_the_attempt_history_of_events_due_later() {
     assert_eq!(skipped[1].body, got[2].body);
 }
 
+/// The due scan's steps to the next record are bounded (8): an event with 7 attempt rows is
+/// passed by stepping, one with 8 or 9 by a seek, and every event still gets its own record.
+#[test]
+fn due_reads_the_next_record_past_long_attempt_histories() {
+    let dir = tmp();
+    let (ledger, _) = open(dir.path(), 1);
+    let keys: Vec<String> = (0..6).map(|i| format!("t/s/h{i}")).collect();
+    for (key, fp) in keys.iter().zip(1u8..) {
+        check(&ledger, key, fp, Decision::Accepted);
+    }
+    let db = &ledger.inner.db;
+    let inbox = store::cf(db, &store::cf_inbox(0));
+    for (e, rows) in due(&ledger, u64::MAX / 2).iter().zip([7u32, 8, 6, 9, 0, 0]) {
+        for attempt in 0..rows {
+            db.put_cf(inbox, codec::attempt_key(e.seq, 5, attempt), b"h").expect("raw put");
+        }
+    }
+    let got = due(&ledger, u64::MAX / 2);
+    let order: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(order, keys);
+    for (e, fp) in got.iter().zip(1..) {
+        assert_eq!(
+            e.body,
+            format!("{{\"id\":\"{}\",\"v\":{fp}}}", e.key).into_bytes(),
+            "{}",
+            e.key
+        );
+    }
+}
+
 /// A schedule entry whose inbox record is missing (a broken invariant) fails its shard's due
 /// scan with an error naming the inbox, not an event with another's body.
 #[test]
