@@ -421,15 +421,12 @@ impl Ledger {
         }
         bounded.set_snapshot(&snap);
         let iter = db.iterator_cf_opt(store::cf(db, &schedule), bounded, IteratorMode::Start);
-        // The inbox records through one iterator on the same snapshot: the due events of a scan
-        // are mostly consecutive seqs, and stepping to the next record costs a fraction of a
-        // point read's search from the top of each memtable's skiplist.
-        // `ReadOptions` keeps only a pointer to the snapshot: `snap`, declared before both
-        // iterators, is dropped after them.
-        let mut at_snapshot = rocksdb::ReadOptions::default();
-        at_snapshot.set_snapshot(&snap);
-        let mut records = db.raw_iterator_cf_opt(store::cf(db, &inbox), at_snapshot);
-        let mut positioned = false;
+        // The inbox records through one iterator on the same snapshot, made at the first due
+        // event (an empty scan makes none): the due events of a scan are mostly consecutive
+        // seqs, and stepping to the next record costs a fraction of a point read's search from
+        // the top of each memtable's skiplist. `ReadOptions` keeps only a pointer to the
+        // snapshot: `snap`, declared before both iterators, is dropped after them.
+        let mut records: Option<rocksdb::DBRawIterator<'_>> = None;
         for entry in iter {
             if out.len() >= limit {
                 break;
@@ -445,9 +442,14 @@ impl Ledger {
             }
             let missing = |what| store::corrupt(&inbox, codec::DecodeError::Short(what));
             let want = codec::seq_key(seq);
-            if !(positioned && step_to(&mut records, &want)) {
+            let stepped = records.as_mut().is_some_and(|it| step_to(it, &want));
+            let records = records.get_or_insert_with(|| {
+                let mut at_snapshot = rocksdb::ReadOptions::default();
+                at_snapshot.set_snapshot(&snap);
+                db.raw_iterator_cf_opt(store::cf(db, &inbox), at_snapshot)
+            });
+            if !stepped {
                 records.seek(want);
-                positioned = true;
             }
             records.status()?;
             let record = match (records.key(), records.value()) {
