@@ -136,6 +136,18 @@ fn db_options(direct_io: bool) -> Options {
     // carries its log number, so stale tail bytes of the old file are not replayed.
     o.set_recycle_log_file_num(WAL_FILES_RECYCLED);
     o.set_max_total_wal_size(WAL_BYTES_MAX);
+    // A flush that one column family needs flushes them all (RocksDB's atomic flush), so
+    // every memtable switch starts a WAL file that lives for the same span of writes. Each
+    // switch closes the previous WAL file in the flush job, and a synced write waits while
+    // it does (RocksDB holds synced writes while any WAL is being synced). Closing a reused
+    // file truncates it to what this life wrote: with column families switching one at a
+    // time, lives of 10-100 MiB alternated, and a file shrunk by tens of MiB took 20-35 ms
+    // to truncate (freeing blocks costs ~0.3 ms per MiB on the dev VM's ext4) with every
+    // admission of that group commit waiting — the 22-38 ms commits at half load
+    // (`ledger_commit_slow`, other_ms). With lives of one length the truncations free little
+    // (under 2.2 ms measured), and a reused file seldom grows either (growth makes an
+    // fdatasync also write the inode's size). docs/benchmarks.md, run 19.
+    o.set_atomic_flush(true);
     // Flushes and compactions write their table files with O_DIRECT, not through the page
     // cache. Buffered, a flush's tens of MiB sat dirty until its fsync (or the kernel's
     // writeback) sent them to the disk in one burst, and a group commit's fdatasync (R14)
@@ -571,6 +583,48 @@ mod tests {
             most >> 20,
             WAL_BYTES_MAX >> 20
         );
+    }
+
+    /// Atomic flush: when one column family's memtable fills (here `inbox/0`, past RocksDB's
+    /// 64 MiB `write_buffer_size`, far below the ledger's memtable and WAL budgets), the flush
+    /// takes every column family with data along, so the WAL file ends there for all of them
+    /// and each WAL file lives for the same span of writes (a reused file is then not
+    /// truncated by tens of MiB at its close while synced writes wait: run 19). Without it
+    /// `claims/0` and `meta` keep their few keys in their memtables.
+    #[test]
+    fn a_memtable_that_fills_flushes_every_column_family() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (db, _) = open(dir.path(), 1).expect("ledger opens");
+        let (claims, inbox, meta) =
+            (cf(&db, &cf_claims(0)), cf(&db, &cf_inbox(0)), cf(&db, CF_META));
+        let int_cf = |c, name| db.property_int_value_cf(c, name).expect("reads").expect("exists");
+        for i in 0..10u64 {
+            db.put_cf(claims, i.to_be_bytes(), [1u8; 64]).expect("claim writes");
+        }
+        db.put_cf(meta, meta_seq(0), 10u64.to_be_bytes()).expect("meta writes");
+        let body = vec![9u8; 1 << 20];
+        let mut seq = 0;
+        // Until the inbox's memtable has been switched and flushed (bounded: 4x its size).
+        while int_cf(inbox, "rocksdb.num-files-at-level0") == 0 {
+            assert!(seq < 256, "the inbox never flushed after {seq} MiB");
+            db.put_cf(inbox, codec::seq_key(seq), &body).expect("inbox writes");
+            seq += 1;
+            if int_cf(inbox, "rocksdb.num-immutable-mem-table") > 0 {
+                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
+                while int_cf(inbox, "rocksdb.num-files-at-level0") == 0 {
+                    assert!(crate::clock::monotonic() < deadline, "the inbox flush did not finish");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
+        for (name, c) in [("claims/0", claims), ("meta", meta)] {
+            assert_eq!(
+                int_cf(c, "rocksdb.num-entries-active-mem-table"),
+                0,
+                "{name} kept its keys in its memtable when the inbox flushed"
+            );
+            assert!(int_cf(c, "rocksdb.num-files-at-level0") > 0, "{name} has no table file");
+        }
     }
 
     /// The nice value of thread `tid` of this process (`/proc/self/task/TID/stat`, field 19).
