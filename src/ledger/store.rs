@@ -138,8 +138,8 @@ fn db_options(direct_io: bool) -> Options {
     o.set_max_total_wal_size(WAL_BYTES_MAX);
     // An automatic flush (a full memtable, the memtable budget, the WAL budget) takes every
     // column family with data along (RocksDB's atomic flush; a manual `flush_cf` still
-    // flushes one), so the WAL file ends for all of them at once: one WAL file per memtable
-    // budget's worth of writes, each about as long as the last. RocksDB closes the retired
+    // flushes one), so the WAL file ends for all of them at once: one WAL file per flush of
+    // them all, each about as long as the last at a steady rate. RocksDB closes the retired
     // WAL file in the flush job, and a synced write waits while it does (RocksDB holds synced
     // writes while any WAL is being synced); closing a reused file truncates it to what this
     // life wrote. With column families switched one at a time a WAL file lived 10-100 MiB,
@@ -523,8 +523,11 @@ mod tests {
     /// The child half of `a_crash_during_an_automatic_flush_loses_nothing_synced` (ignored
     /// otherwise: it kills its own process). With synced writes: a few claims and a `meta`
     /// key, then 1 MiB inbox records until the inbox's memtable fills and RocksDB switches it
-    /// (an automatic flush of every column family with data starts, and the WAL file ends),
-    /// then one more key in each of the three, then SIGKILL while that flush may still run.
+    /// (an automatic flush of every column family with data starts, and the WAL file ends);
+    /// once that flush is done (the retired WAL file is now kept for reuse), records again until
+    /// the next switch, whose new WAL file is that reused one. Then one more key in each of the
+    /// three column families — `meta`'s holds the number of inbox records — and SIGKILL while
+    /// the second flush may still run.
     #[test]
     #[ignore = "a child process of a_crash_during_an_automatic_flush_loses_nothing_synced"]
     fn child_dies_while_an_automatic_flush_runs() {
@@ -538,30 +541,57 @@ mod tests {
             db.put_cf_opt(claims, [b'c', i], [i; 64], &synced).expect("claim put");
         }
         db.put_cf_opt(meta, b"crash/before", b"m", &synced).expect("meta put");
-        let switched = |c| {
-            db.property_int_value_cf(c, "rocksdb.num-immutable-mem-table")
-                .expect("reads")
-                .expect("exists")
-                > 0
-                || db
-                    .property_int_value_cf(c, "rocksdb.num-files-at-level0")
-                    .expect("reads")
-                    .expect("exists")
-                    > 0
-        };
+        let int = |name| db.property_int_value_cf(inbox, name).expect("reads").expect("exists");
         let mut seq = 0u64;
-        while !switched(inbox) {
-            assert!(seq < 256, "the inbox's memtable never switched after {seq} MiB");
-            db.put_cf_opt(inbox, codec::seq_key(seq), vec![seq as u8; 1 << 20], &synced)
-                .expect("inbox put");
-            seq += 1;
+        for switch in 1..=2 {
+            // A switch shows as an immutable memtable, or as one more table file if its flush
+            // already finished.
+            while int("rocksdb.num-immutable-mem-table") == 0
+                && int("rocksdb.num-files-at-level0") < switch
+            {
+                assert!(seq < 250, "the inbox's memtable switched {switch} times in {seq} MiB");
+                db.put_cf_opt(inbox, codec::seq_key(seq), vec![seq as u8; 1 << 20], &synced)
+                    .expect("inbox put");
+                seq += 1;
+            }
+            if switch == 1 {
+                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
+                while int("rocksdb.num-immutable-mem-table") > 0 {
+                    assert!(crate::clock::monotonic() < deadline, "the first flush never ended");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
         }
         db.put_cf_opt(claims, b"c-after", b"a", &synced).expect("claim put after");
         db.put_cf_opt(inbox, codec::seq_key(1 << 20), b"after", &synced).expect("inbox put after");
-        db.put_cf_opt(meta, b"crash/after", b"a", &synced).expect("meta put after");
+        db.put_cf_opt(meta, b"crash/after", seq.to_be_bytes(), &synced).expect("meta put after");
         // SAFETY: kill(2) on this process; nothing after it runs.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
         unreachable!("SIGKILL returned");
+    }
+
+    /// Runs the ignored child test `name` of this module in a child process of the test binary
+    /// with `CHILD_DIR` = `dir`, and waits for it (bounded: 120 s, then it is killed and the
+    /// test fails).
+    fn run_child(name: &str, dir: &Path) -> std::process::ExitStatus {
+        let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", &format!("ledger::store::tests::{name}")])
+            .args(["--ignored", "--test-threads", "1", "--nocapture"])
+            .env(CHILD_DIR, dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("child starts");
+        let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(120);
+        loop {
+            if let Some(status) = child.try_wait().expect("child status") {
+                return status;
+            }
+            if crate::clock::monotonic() >= deadline {
+                let _ = child.kill();
+                panic!("child {name} still ran after 120 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// Bytes of the WAL files RocksDB still needs (numbers from `min-log-number-to-keep` on;
@@ -875,13 +905,7 @@ mod tests {
     #[test]
     fn a_crash_on_a_recycled_wal_restores_exactly_what_was_written() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "ledger::store::tests::child_writes_into_a_recycled_wal_then_dies"])
-            .args(["--ignored", "--test-threads", "1", "--nocapture"])
-            .env(CHILD_DIR, dir.path())
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("child runs");
+        let status = run_child("child_writes_into_a_recycled_wal_then_dies", dir.path());
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(libc::SIGKILL), "child ended with {status:?}");
         let log = std::fs::read_to_string(dir.path().join("LOG")).expect("RocksDB info log");
@@ -900,23 +924,30 @@ mod tests {
     }
 
     /// A SIGKILL right after an automatic flush started (the inbox's memtable filled: with
-    /// atomic flush every column family with data is flushed and the WAL file ends there)
-    /// loses nothing that was written with a synced write, before or after the switch, in
-    /// any column family.
+    /// atomic flush every column family with data is flushed and the WAL file ends there), the
+    /// new WAL file being a reused one, loses nothing that was written with a synced write,
+    /// before or after either switch, in any column family: every inbox record comes back,
+    /// as many as the child wrote, each with its own bytes.
     #[test]
     fn a_crash_during_an_automatic_flush_loses_nothing_synced() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "ledger::store::tests::child_dies_while_an_automatic_flush_runs"])
-            .args(["--ignored", "--test-threads", "1", "--nocapture"])
-            .env(CHILD_DIR, dir.path())
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("child runs");
+        let status = run_child("child_dies_while_an_automatic_flush_runs", dir.path());
+        // Only a child that saw both switches gets to SIGKILL itself (it panics otherwise).
         use std::os::unix::process::ExitStatusExt;
-        // Only a child that saw the switch gets to SIGKILL itself (it panics otherwise); its
-        // RocksDB LOG cannot show it, the lines since the last flush die with the process.
         assert_eq!(status.signal(), Some(libc::SIGKILL), "child ended with {status:?}");
+        // The live WAL file (the highest number) was reused: it keeps the length of its first
+        // life (~64 MiB) while this life wrote a few records at its head.
+        let newest_wal = std::fs::read_dir(dir.path())
+            .expect("lists the ledger")
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let number = name.strip_suffix(".log")?.parse::<u64>().ok()?;
+                Some((number, e.metadata().expect("WAL metadata").len()))
+            })
+            .max()
+            .expect("a WAL file");
+        assert!(newest_wal.1 >= 32 << 20, "the live WAL {newest_wal:?} is not a reused file");
 
         let (db, _) = open(dir.path(), 1).expect("DB reopens after the crash");
         let (claims, inbox, meta) =
@@ -925,20 +956,21 @@ mod tests {
             let v = db.get_cf(claims, [b'c', i]).expect("read").expect("claim before the flush");
             assert_eq!(v, [i; 64], "claim {i}");
         }
+        let read = |c, k: &[u8]| db.get_cf(c, k).expect("read");
+        assert_eq!(read(meta, b"crash/before").as_deref(), Some(&b"m"[..]));
+        let written = read(meta, b"crash/after").expect("meta key after the switch");
+        let written = u64::from_be_bytes(written.try_into().expect("a u64"));
         let mut seq = 0u64;
         while let Some(v) = db.get_cf(inbox, codec::seq_key(seq)).expect("read") {
             assert!(v.len() == 1 << 20 && v.iter().all(|&b| b == seq as u8), "inbox record {seq}");
             seq += 1;
         }
-        assert!(seq >= 32, "only {seq} inbox records of at least 64 MiB came back");
-        let read = |c, k: &[u8]| db.get_cf(c, k).expect("read");
-        assert_eq!(read(meta, b"crash/before").as_deref(), Some(&b"m"[..]));
+        assert_eq!(seq, written, "inbox records that came back, of those the child wrote");
         assert_eq!(read(claims, b"c-after").as_deref(), Some(&b"a"[..]), "claim after the switch");
         assert_eq!(
             read(inbox, &codec::seq_key(1 << 20)).as_deref(),
             Some(&b"after"[..]),
             "inbox record after the switch"
         );
-        assert_eq!(read(meta, b"crash/after").as_deref(), Some(&b"a"[..]), "meta after the switch");
     }
 }
