@@ -45,6 +45,11 @@ fn open_gated(dir: &Path, shards: usize) -> (Ledger, Sender<()>) {
     (ledger, gate_tx)
 }
 
+/// The body [`admission`] gives `key` admitted with `fp`.
+fn body_of(key: &str, fp: u8) -> Vec<u8> {
+    format!("{{\"id\":\"{key}\",\"v\":{fp}}}").into_bytes()
+}
+
 /// An admission of `key` whose body (and fingerprint) is derived from `fp`.
 fn admission(key: &str, fp: u8, source: u32, at_ms: u64) -> (Admission, Receiver<Decision>) {
     let (tx, rx) = bounded(1);
@@ -57,7 +62,7 @@ fn admission(key: &str, fp: u8, source: u32, at_ms: u64) -> (Admission, Receiver
         signed_at: Some(1_700_000_000),
         received_at_ms: at_ms,
         content_type: Some(b"application/json".to_vec()),
-        body: format!("{{\"id\":\"{key}\",\"v\":{fp}}}").into_bytes(),
+        body: body_of(key, fp),
         ordering: None,
         reply: Box::new(move |d| tx.send(d).expect("test waits for the reply")),
     };
@@ -957,12 +962,7 @@ fn due_reads_each_record_past_the_attempt_history_of_events_due_later() {
     let order: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(order, ["t/s/a", "t/s/d", "t/s/e", "t/s/b", "t/s/c"]);
     for (e, fp) in got.iter().zip([1, 4, 5, 2, 3]) {
-        assert_eq!(
-            e.body,
-            format!("{{\"id\":\"{}\",\"v\":{fp}}}", e.key).into_bytes(),
-            "{}",
-            e.key
-        );
+        assert_eq!(e.body, body_of(&e.key, fp), "{}", e.key);
     }
     assert_eq!((got[3].attempts, got[4].attempts), (1, 1));
     // Skipping some (in flight) still reads the right record for the rest.
@@ -993,12 +993,7 @@ fn due_reads_the_next_record_past_long_attempt_histories() {
     let order: Vec<_> = got.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(order, keys);
     for (e, fp) in got.iter().zip(1..) {
-        assert_eq!(
-            e.body,
-            format!("{{\"id\":\"{}\",\"v\":{fp}}}", e.key).into_bytes(),
-            "{}",
-            e.key
-        );
+        assert_eq!(e.body, body_of(&e.key, fp), "{}", e.key);
     }
 }
 
