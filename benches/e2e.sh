@@ -9,6 +9,8 @@
 #   (c) raw RocksDB WriteBatch sync throughput at the batch size hookwall formed in (b)
 #       (criterion: benches/ledger.rs, group rocksdb_writebatch_sync)
 #   (d) hookwall open loop at 50 % of (b)'s peak: p50 / p99 / p99.9 ack latency
+#   (d0) the disk's floor under (d): an ideal group committer that spends no CPU but the disk's,
+#       at (d)'s rate, fdatasync before each answer (benches/disk_floor.py), just after (d)
 #   (e) hookwall open loop at 150 % of (b)'s peak: share answered 503 overloaded, p99 of the rest
 #       (after an uncounted warm-up of its 2048 connections against nginx)
 #   (f) the same closed loop against 1 node, then (g) 2 nodes, on one throwaway local PostgreSQL
@@ -199,6 +201,17 @@ drain() {
   python3 -c "print(round($end - $start, 2))"
 }
 
+# CPU time the hypervisor gave to others while this VM's CPUs wanted it ("steal", /proc/stat):
+# the host's share of a slow spell. cpu_ticks prints "all steal" (ticks, every CPU).
+cpu_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat; }
+steal_since() { # "ALL STEAL" from cpu_ticks: steal since then, as % of all CPU time
+  local all0 steal0 all1 steal1
+  read -r all0 steal0 <<<"$1"
+  read -r all1 steal1 < <(cpu_ticks)
+  python3 -c "print(f'{100 * ($steal1 - $steal0) / max(1, $all1 - $all0):.1f} %')"
+}
+written_bytes() { awk '/^write_bytes:/ { print $2 }' "/proc/$hw_pid/io"; }
+
 load_start="$(cut -d' ' -f1 /proc/loadavg)"
 log "== core split: $split"
 log "== warm-up (2 s each)"
@@ -207,6 +220,7 @@ loadgen warmup_hookwall "$HW_URL" stripe "$SECRET" --max --connections "$CONNECT
 drain >/dev/null
 
 a_rates=(); b_rates=(); b_delivered=(); b_run_delivered=(); i_rates=()
+rounds_cpu0="$(cpu_ticks)"
 for r in $(seq "$ROUNDS"); do
   log "== round $r/$ROUNDS: (a) nginx, closed loop, $CONNECTIONS connections, ${PHASE_S}s"
   loadgen "a_nginx_r$r" "$NGINX_URL" stripe "$SECRET" --max --connections "$CONNECTIONS" --duration "${PHASE_S}s"
@@ -228,6 +242,7 @@ for r in $(seq "$ROUNDS"); do
   admin_post /admin/destinations/nginx/resume
   log "   resumed; drained in $(drain)s"
 done
+rounds_steal="$(steal_since "$rounds_cpu0")"
 mean() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(sum(v)/len(v))' "$@"; }
 peak_a="$(mean "${a_rates[@]}")"
 peak_b="$(mean "${b_rates[@]}")"
@@ -272,9 +287,20 @@ drain >/dev/null
 rate_d="$(python3 -c "print(max(1, round(0.5 * $peak_b)))")"
 log "== (d) hookwall open loop at 50 % of peak: ${rate_d}/s, $CONNECTIONS connections, ${PHASE_S}s"
 d_log0="$(wc -l <"$results/hookwall.stderr")"
+d_io0="$(written_bytes)"; d_a0="$(accepted)"; d_cpu0="$(cpu_ticks)"
 loadgen d_open50 "$HW_URL" stripe "$SECRET" --rate "$rate_d" --connections "$CONNECTIONS" --duration "${PHASE_S}s"
+d_steal="$(steal_since "$d_cpu0")"
+d_io1="$(written_bytes)"; d_a1="$(accepted)"
 d_log1="$(wc -l <"$results/hookwall.stderr")"
 drain >/dev/null
+# (d0): the disk's floor under (d), right after it, hookwall idle: an ideal group committer
+# (no CPU but the disk's) at (d)'s rate, writing what hookwall wrote to disk per event in (d)
+# (WAL, flushes and compactions: /proc/PID/io write_bytes), fdatasync before each answer.
+d_bytes="$(python3 -c "print(max(64, min(1048576, round(($d_io1 - $d_io0) / max(1, $d_a1 - $d_a0)))))")"
+log "== (d0) the disk's floor: an ideal group committer at ${rate_d}/s, $d_bytes bytes per event, fdatasync per commit, ${PHASE_S}s"
+d0_cpu0="$(cpu_ticks)"
+on_server python3 benches/disk_floor.py "$work" "$rate_d" "$PHASE_S" "$d_bytes" >"$results/d0_disk_floor.json"
+d0_steal="$(steal_since "$d0_cpu0")"
 
 # Enough connections to offer 150 % at all: past saturation every answer, a 503 too, waits
 # tens of ms for the core, and 1024 connections at ~35 ms each carry under 30k requests/s, so
@@ -288,7 +314,9 @@ rate_e="$(python3 -c "print(max(1, round(1.5 * $peak_b)))")"
 log "== warm-up: $E_CONNECTIONS connections to nginx, 2s (not counted)"
 loadgen warmup_e_nginx "$NGINX_URL" stripe "$SECRET" --rate 2000 --connections "$E_CONNECTIONS" --duration 2s
 log "== (e) hookwall open loop at 150 % of peak: ${rate_e}/s, $E_CONNECTIONS connections, ${PHASE_S}s"
+e_cpu0="$(cpu_ticks)"
 loadgen e_open150 "$HW_URL" stripe "$SECRET" --rate "$rate_e" --connections "$E_CONNECTIONS" --duration "${PHASE_S}s"
+e_steal="$(steal_since "$e_cpu0")"
 drain >/dev/null
 
 if [ "${PERF:-0}" = "1" ] && command -v perf >/dev/null 2>&1; then
@@ -418,7 +446,7 @@ else:
           f"stall {w['stall_ms']}, memtable {w['memtable_ms']}, other {w['other_ms']} ms")
 P
 }
-d="$results/d_open50.json"; e="$results/e_open150.json"
+d="$results/d_open50.json"; d0="$results/d0_disk_floor.json"; e="$results/e_open150.json"
 share_503="$(field "$e" '"%.1f %%" % (100 * r["http"].get("503", 0) / max(1, r["answered"]))')"
 overloaded="$(field "$e" 'r["status"].get("overloaded", 0)')"
 e_answered="$(field "$e" 'r["answered"]')"
@@ -432,6 +460,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)"
   echo "cores:   $split"
   echo "load:    1-min load average $load_start at the start, $(cut -d' ' -f1 /proc/loadavg) at the end (all processes on the machine; 2 = both CPUs busy)"
+  echo "steal:   CPU time the hypervisor gave to other guests while ours wanted it, % of all CPU time: $rounds_steal over the (a)/(b)/ingest rounds, $d_steal in (d), $d0_steal in (d0), $e_steal in (e)"
   echo "runs:    ${PHASE_S} s per measurement, (a)/(b) alternated over $ROUNDS rounds (means), $CONNECTIONS connections; hookwall ledger sync = true, 1 shard, io = auto; destination pipeline = $PIPELINE"
   echo
   echo "| | measurement | result |"
@@ -444,6 +473,8 @@ ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
   echo "| (b)/(a) | | $(ratio "$peak_b" "$peak_a") |"
   echo "| (b)/(c) | | $(ratio "$peak_b" "$raw_c") |"
   echo "| (d) | open loop at 50 % of (b) = ${rate_d}/s | ack latency p50 $(ms "$(field "$d" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d" 'r["latency_us"]["p99_9"]')") (service p50 $(ms "$(field "$d" 'r["service_latency_us"]["p50"]')"), p99 $(ms "$(field "$d" 'r["service_latency_us"]["p99"]')"), max $(ms "$(field "$d" 'r["service_latency_us"]["max"]')")); group commits of 20 ms or more: $(slow_commits "$d_log0" "$d_log1") |"
+  echo "| (d0) | the disk's floor under (d): an ideal group committer (no CPU but the disk's) at ${rate_d}/s, $d_bytes bytes per event (what hookwall wrote to disk per event in (d)), fdatasync before answering | latency p50 $(ms "$(field "$d0" 'r["latency_us"]["p50"]')"), p99 $(ms "$(field "$d0" 'r["latency_us"]["p99"]')"), p99.9 $(ms "$(field "$d0" 'r["latency_us"]["p99_9"]')"), max $(ms "$(field "$d0" 'r["latency_us"]["max"]')") ($(field "$d0" 'r["events_per_sync"]') events per fdatasync) |"
+  echo "| (d)/(d0) | p99 over the disk's p99 | $(ratio "$(field "$d" 'r["latency_us"]["p99"]')" "$(field "$d0" 'r["latency_us"]["p99"]')") |"
   echo "| (e) | open loop at 150 % of (b) = ${rate_e}/s, $E_CONNECTIONS connections | 503: $share_503 of $e_answered answers ($overloaded overloaded); p99 of the 2xx $(ms "$(field "$e" 'r["latency_2xx_us"]["p99"]')"); answered $e_rate/s |"
   echo "| ingest only | hookwall, destination paused (events accumulate), closed loop | $(fmt0 "$peak_i") accepted/s (rounds: $(for x in "${i_rates[@]}"; do printf '%.0f ' "$x"; done)) |"
   echo "| ingest/(a) | | $(ratio "$peak_i" "$peak_a") |"
