@@ -3,91 +3,160 @@
 committer, which spends no CPU on anything but the disk.
 
 Events arrive open loop at RATE per second (evenly spaced, like loadgen's intended send times).
-One loop, as fast as it can: take every event that has arrived, append BYTES_PER_EVENT bytes
-each to a file, fdatasync it (R14: durable before the answer), and "acknowledge" them all. An
-event's latency runs from its arrival to the end of the fdatasync that covered it, so a slow
-sync delays every event that arrives during it, as it does in hookwall's group commit.
+One loop, as fast as it can: take every event that has arrived (at most as many as fill the ring
+file, below), append BYTES_PER_EVENT bytes each to a file, fdatasync it (R14: durable before the
+answer), and "acknowledge" them all. An event's latency runs from its arrival to the end of the
+fdatasync that covered it, so a slow sync delays every event that arrives during it, as it does
+in hookwall's group commit.
 
 Any server that acknowledges only after fdatasync meets at least these latencies on this disk
 at this rate: (d)'s p99 against this p99 says how much of it is the disk and how much is
-hookwall. The file is written once before the run and then overwritten in a ring, like a WAL
-file RocksDB reuses (`recycle_log_file_num`), so a sync writes data and no file metadata.
+hookwall. The file (64 MiB) is written once before the run and then overwritten in a ring, like
+a WAL file RocksDB reuses (`recycle_log_file_num`), so a sync writes data and no file metadata.
 
-Usage: disk_floor.py DIR RATE SECONDS BYTES_PER_EVENT   (prints one JSON object; latencies in
-microseconds: p50, p90, p99, p99_9, max; syncs, events, mean events per sync). Bounded by
-SECONDS; the file (64 MiB) is removed at the end.
+Usage: disk_floor.py DIR RATE SECONDS BYTES_PER_EVENT
+  RATE: events per second, 1..=1000000; SECONDS: 0.001..=3600; BYTES_PER_EVENT: 1..=1048576;
+  RATE x SECONDS at most 10000000 events.
+Prints one JSON object (latencies in microseconds: p50, p90, p99, p99_9, max; syncs, events,
+mean events per sync). Bounded: events stop arriving after SECONDS, and if the disk has not
+acknowledged every event by SECONDS + max(SECONDS, 10) it stops, prints the report with
+"unanswered" > 0 and exits 1. Exits 2 on bad arguments or an unusable DIR. The ring file is
+removed at the end in every case.
 """
+import array
 import json
+import math
 import os
 import sys
 import time
 
 RING_BYTES = 64 << 20
+RATE_MAX = 1_000_000
+SECONDS_MAX = 3600
+EVENTS_MAX = 10_000_000
+BYTES_PER_EVENT_MAX = 1 << 20
+
+
+def fail(message):
+    print(f"disk_floor.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def number(text, name, parse):
+    try:
+        value = parse(text)
+    except ValueError:
+        fail(f"{name} must be a number, not {text!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        fail(f"{name} must be finite, not {text!r}")
+    return value
+
+
+def arguments():
+    if len(sys.argv) != 5:
+        fail("usage: disk_floor.py DIR RATE SECONDS BYTES_PER_EVENT")
+    directory = sys.argv[1]
+    rate = number(sys.argv[2], "RATE", float)
+    seconds = number(sys.argv[3], "SECONDS", float)
+    per_event = number(sys.argv[4], "BYTES_PER_EVENT", int)
+    if not 1 <= rate <= RATE_MAX:
+        fail(f"RATE must be 1..={RATE_MAX} events per second, not {sys.argv[2]}")
+    if not 0.001 <= seconds <= SECONDS_MAX:
+        fail(f"SECONDS must be 0.001..={SECONDS_MAX}, not {sys.argv[3]}")
+    if not 1 <= per_event <= BYTES_PER_EVENT_MAX:
+        fail(f"BYTES_PER_EVENT must be 1..={BYTES_PER_EVENT_MAX}, not {sys.argv[4]}")
+    if rate * seconds > EVENTS_MAX:
+        fail(f"RATE x SECONDS must be at most {EVENTS_MAX} events, not {rate * seconds:.0f}")
+    if not os.path.isdir(directory):
+        fail(f"DIR must be an existing directory, not {directory!r}")
+    return directory, rate, seconds, per_event
 
 
 def percentile(sorted_us, q):
     return sorted_us[min(len(sorted_us) - 1, int(q * len(sorted_us)))]
 
 
+def run(fd, rate, seconds, per_event):
+    """Returns (latencies in seconds, syncs, unanswered)."""
+    chunk = b"\0" * (1 << 20)
+    for _ in range(RING_BYTES >> 20):
+        os.write(fd, chunk)
+    os.fsync(fd)
+    batch_max = max(1, RING_BYTES // per_event)  # events per sync: one batch fits the ring
+    record = b"w" * (min(batch_max, 4096) * per_event)
+    batch_max = len(record) // per_event
+    latencies = array.array("d")
+    syncs = 0
+    offset = 0
+    acked = 0  # events 0..acked have been acknowledged
+    total = max(1, int(seconds * rate))  # arrivals at start + k / rate, k < total
+    start = time.monotonic()
+    deadline = start + seconds + max(seconds, 10.0)
+    while acked < total:
+        now = time.monotonic()
+        if now > deadline:
+            break
+        arrived = min(total, int((now - start) * rate) + 1)
+        if arrived <= acked:
+            # Nothing waiting: sleep until the next arrival.
+            time.sleep(max(0.0, start + acked / rate - now))
+            continue
+        n = min(arrived - acked, batch_max)
+        size = n * per_event
+        if offset + size > RING_BYTES:
+            offset = 0
+        os.pwrite(fd, record[:size], offset)
+        offset += size
+        os.fdatasync(fd)
+        done = time.monotonic()
+        syncs += 1
+        for k in range(acked, acked + n):
+            latencies.append(done - (start + k / rate))
+        acked += n
+    return latencies, syncs, total - acked
+
+
 def main():
-    if len(sys.argv) != 5:
-        sys.exit("usage: disk_floor.py DIR RATE SECONDS BYTES_PER_EVENT")
-    directory = sys.argv[1]
-    rate, seconds, per_event = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-    if not (rate > 0 and seconds > 0 and 0 < per_event <= 1 << 20):
-        sys.exit("disk_floor.py: RATE and SECONDS must be > 0, BYTES_PER_EVENT in 1..=1048576")
-    path = os.path.join(directory, "disk-floor.wal")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    directory, rate, seconds, per_event = arguments()
+    path = os.path.join(directory, f"disk-floor-{os.getpid()}.wal")
     try:
-        chunk = b"\0" * (1 << 20)
-        for _ in range(RING_BYTES >> 20):
-            os.write(fd, chunk)
-        os.fsync(fd)
-        record = b"w" * (per_event * 4096)  # sliced per sync; up to 4096 events per sync
-        latencies = []
-        syncs = 0
-        offset = 0
-        acked = 0  # events 0..acked have been acknowledged
-        start = time.monotonic()
-        end_arrivals = int(seconds * rate)
-        while acked < end_arrivals:
-            now = time.monotonic()
-            arrived = min(end_arrivals, int((now - start) * rate) + 1)
-            if arrived <= acked:
-                # Nothing waiting: sleep until the next arrival.
-                time.sleep(max(0.0, start + acked / rate - now))
-                continue
-            n = min(arrived - acked, 4096)
-            size = n * per_event
-            if offset + size > RING_BYTES:
-                offset = 0
-            os.pwrite(fd, record[:size], offset)
-            offset += size
-            os.fdatasync(fd)
-            done = time.monotonic()
-            syncs += 1
-            for k in range(acked, acked + n):
-                latencies.append(done - (start + k / rate))
-            acked += n
-        us = sorted(max(0.0, x) * 1e6 for x in latencies)
-        print(json.dumps({
-            "rate": rate,
-            "seconds": seconds,
-            "bytes_per_event": per_event,
-            "events": len(us),
-            "syncs": syncs,
-            "events_per_sync": round(len(us) / max(1, syncs), 2),
-            "latency_us": {
-                "p50": round(percentile(us, 0.50)),
-                "p90": round(percentile(us, 0.90)),
-                "p99": round(percentile(us, 0.99)),
-                "p99_9": round(percentile(us, 0.999)),
-                "max": round(us[-1]),
-            },
-        }))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        fail(f"cannot create {path}: {e.strerror}")
+    try:
+        try:
+            latencies, syncs, unanswered = run(fd, rate, seconds, per_event)
+        except OSError as e:
+            print(f"disk_floor.py: writing {path}: {e.strerror}", file=sys.stderr)
+            sys.exit(2)
     finally:
         os.close(fd)
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    us = sorted(x * 1e6 for x in latencies)
+    report = {
+        "rate": rate,
+        "seconds": seconds,
+        "bytes_per_event": per_event,
+        "events": len(us),
+        "unanswered": unanswered,
+        "syncs": syncs,
+        "events_per_sync": round(len(us) / max(1, syncs), 2),
+        "latency_us": {
+            "p50": round(percentile(us, 0.50)) if us else None,
+            "p90": round(percentile(us, 0.90)) if us else None,
+            "p99": round(percentile(us, 0.99)) if us else None,
+            "p99_9": round(percentile(us, 0.999)) if us else None,
+            "max": round(us[-1]) if us else None,
+        },
+    }
+    print(json.dumps(report))
+    if unanswered:
+        print(f"disk_floor.py: the disk did not keep up: {unanswered} events unanswered when the "
+              f"run stopped", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -284,8 +284,8 @@ fn loadgen_refuses_more_connections_than_its_descriptor_limit() {
 
 /// `benches/disk_floor.py DIR RATE SECONDS BYTES` (the disk's floor under e2e's (d)) as a smoke
 /// test, never a speed test: 1 000 events at 2 000/s are each acknowledged once, after a sync
-/// that came after their arrival; its 64 MiB ring file is gone afterwards; bad arguments exit
-/// non-zero with a message and write nothing.
+/// that came after their arrival; its 64 MiB ring file is gone afterwards; bad arguments (and a
+/// missing directory) exit 2 with a message, no traceback, and write nothing.
 #[test]
 fn disk_floor_acknowledges_every_event_once_and_removes_its_file() {
     let script = crate::harness::repo_root().join("benches/disk_floor.py");
@@ -299,19 +299,36 @@ fn disk_floor_acknowledges_every_event_once_and_removes_its_file() {
     assert!(o.status.success(), "disk_floor.py failed: {}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
     assert_eq!(count(&r, "/events"), 1000, "{r}");
+    assert_eq!(count(&r, "/unanswered"), 0, "{r}");
     let syncs = count(&r, "/syncs");
     assert!((1..=1000).contains(&syncs), "{r}");
     assert_eq!(count(&r, "/bytes_per_event"), 800, "{r}");
     let p = |q: &str| count(&r, &format!("/latency_us/{q}"));
     assert!(p("p50") <= p("p99") && p("p99") <= p("p99_9") && p("p99_9") <= p("max"), "{r}");
-    assert!(p("max") > 0, "an fdatasync takes time: {r}");
+    // Negative latencies (an answer before the arrival) would read as 0 here.
+    assert!(p("p50") > 0, "every event is answered after it arrived, by an fdatasync: {r}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "the ring file must be removed: {left:?}");
 
-    for bad in [["0", "1", "800"], ["100", "1", "0"], ["100", "-1", "800"]] {
-        let o = Command::new("python3").arg(&script).arg(dir_arg).args(bad).output().unwrap();
-        assert!(!o.status.success(), "{bad:?} must be refused");
-        assert!(String::from_utf8_lossy(&o.stderr).contains("must be"), "{bad:?}: {o:?}");
+    let missing = dir.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    for bad in [
+        [dir_arg, "0", "1", "800"],
+        [dir_arg, "100", "1", "0"],
+        [dir_arg, "100", "-1", "800"],
+        [dir_arg, "fast", "1", "800"],
+        [dir_arg, "nan", "1", "800"],
+        [dir_arg, "1000000", "3600", "800"],
+        [missing, "100", "1", "800"],
+    ] {
+        let o = Command::new("python3").arg(&script).args(bad).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?} must be refused: {o:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.starts_with("disk_floor.py: ") && stderr.contains("must be"),
+            "{bad:?}: {o:?}"
+        );
+        assert!(!stderr.contains("Traceback"), "{bad:?}: {o:?}");
         assert!(o.stdout.is_empty(), "{bad:?}: {o:?}");
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
