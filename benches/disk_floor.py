@@ -6,34 +6,37 @@ Events arrive open loop at RATE per second (evenly spaced, like loadgen's intend
 One loop, as fast as it can: take every event that has arrived (at most as many as fill the ring
 file, below), append BYTES_PER_EVENT bytes each to a file, fdatasync it (R14: durable before the
 answer), and "acknowledge" them all. An event's latency runs from its arrival to the end of the
-fdatasync that covered it, so a slow sync delays every event that arrives during it, as it does
-in hookwall's group commit.
+first fdatasync started after it arrived, so a slow sync delays every event that arrives during
+it, as it does in hookwall's group commit. When nothing has arrived the loop sleeps, then spins
+for the last 200 microseconds, so a late wake-up does not count as the disk's.
 
-Any server that acknowledges only after fdatasync meets at least these latencies on this disk
-at this rate: (d)'s p99 against this p99 says how much of it is the disk and how much is
+A server that writes these bytes per event and acknowledges only after fdatasync meets at least
+these latencies on this disk at this rate, in this window of time: (d)'s p99 against this p99 says how much of it is the disk and how much is
 hookwall. The file (64 MiB) is written once before the run and then overwritten in a ring, like
 a WAL file RocksDB reuses (`recycle_log_file_num`), so a sync writes data and no file metadata.
 
 Usage: disk_floor.py DIR RATE SECONDS BYTES_PER_EVENT
   RATE: events per second, 1..=1000000; SECONDS: 0.001..=3600; BYTES_PER_EVENT: 1..=1048576;
-  RATE x SECONDS at most 10000000 events.
-Prints one JSON object (latencies in microseconds: p50, p90, p99, p99_9, max; syncs, events,
-mean events per sync). Bounded: events stop arriving after SECONDS, and if the disk has not
+  RATE x SECONDS at most 2000000 events.
+Prints one JSON object (latencies in microseconds, nearest rank: min, p50, p90, p99, p99_9, max;
+syncs, events, mean events per sync). Bounded: events stop arriving after SECONDS, and if the disk has not
 acknowledged every event by SECONDS + max(SECONDS, 10) it stops, prints the report with
 "unanswered" > 0 and exits 1. Exits 2 on bad arguments or an unusable DIR. The ring file is
-removed at the end in every case.
+removed at the end, also on SIGTERM or SIGINT.
 """
 import array
 import json
 import math
 import os
+import signal
 import sys
 import time
 
 RING_BYTES = 64 << 20
+SPIN_SECONDS = 0.0002
 RATE_MAX = 1_000_000
 SECONDS_MAX = 3600
-EVENTS_MAX = 10_000_000
+EVENTS_MAX = 2_000_000
 BYTES_PER_EVENT_MAX = 1 << 20
 
 
@@ -73,7 +76,8 @@ def arguments():
 
 
 def percentile(sorted_us, q):
-    return sorted_us[min(len(sorted_us) - 1, int(q * len(sorted_us)))]
+    """Nearest rank, as HdrHistogram reports it: the smallest value with a share q at or below."""
+    return sorted_us[max(0, math.ceil(q * len(sorted_us)) - 1)]
 
 
 def run(fd, rate, seconds, per_event):
@@ -83,13 +87,12 @@ def run(fd, rate, seconds, per_event):
         os.write(fd, chunk)
     os.fsync(fd)
     batch_max = max(1, RING_BYTES // per_event)  # events per sync: one batch fits the ring
-    record = b"w" * (min(batch_max, 4096) * per_event)
-    batch_max = len(record) // per_event
+    record = memoryview(b"w" * (batch_max * per_event))
     latencies = array.array("d")
     syncs = 0
     offset = 0
     acked = 0  # events 0..acked have been acknowledged
-    total = max(1, int(seconds * rate))  # arrivals at start + k / rate, k < total
+    total = max(1, math.ceil(seconds * rate - 1e-9))  # arrivals at start + k / rate, k < total
     start = time.monotonic()
     deadline = start + seconds + max(seconds, 10.0)
     while acked < total:
@@ -98,14 +101,18 @@ def run(fd, rate, seconds, per_event):
             break
         arrived = min(total, int((now - start) * rate) + 1)
         if arrived <= acked:
-            # Nothing waiting: sleep until the next arrival.
-            time.sleep(max(0.0, start + acked / rate - now))
+            # Nothing waiting: sleep until just before the next arrival, then spin to it.
+            wait = start + acked / rate - now
+            if wait > SPIN_SECONDS:
+                time.sleep(wait - SPIN_SECONDS)
             continue
         n = min(arrived - acked, batch_max)
         size = n * per_event
         if offset + size > RING_BYTES:
             offset = 0
-        os.pwrite(fd, record[:size], offset)
+        written = 0
+        while written < size:
+            written += os.pwrite(fd, record[written:size], offset + written)
         offset += size
         os.fdatasync(fd)
         done = time.monotonic()
@@ -116,7 +123,13 @@ def run(fd, rate, seconds, per_event):
     return latencies, syncs, total - acked
 
 
+def stop(signum, _frame):
+    sys.exit(128 + signum)  # unwinds through main's `finally`, which removes the ring file
+
+
 def main():
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     directory, rate, seconds, per_event = arguments()
     path = os.path.join(directory, f"disk-floor-{os.getpid()}.wal")
     try:
@@ -145,6 +158,7 @@ def main():
         "syncs": syncs,
         "events_per_sync": round(len(us) / max(1, syncs), 2),
         "latency_us": {
+            "min": round(us[0]) if us else None,
             "p50": round(percentile(us, 0.50)) if us else None,
             "p90": round(percentile(us, 0.90)) if us else None,
             "p99": round(percentile(us, 0.99)) if us else None,
