@@ -555,11 +555,7 @@ mod tests {
                 seq += 1;
             }
             if switch == 1 {
-                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
-                while int("rocksdb.num-immutable-mem-table") > 0 {
-                    assert!(crate::clock::monotonic() < deadline, "the first flush never ended");
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_until("the first flush ends", || int("rocksdb.num-immutable-mem-table") == 0);
             }
         }
         db.put_cf_opt(claims, b"c-after", b"a", &synced).expect("claim put after");
@@ -594,6 +590,28 @@ mod tests {
         }
     }
 
+    /// Waits until `done()` holds, polling every 5 ms; panics with `what` after 60 s.
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
+        while !done() {
+            assert!(crate::clock::monotonic() < deadline, "{what} within 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The WAL files in `dir`: (file number, length in bytes).
+    fn wal_files(dir: &Path) -> Vec<(u64, u64)> {
+        std::fs::read_dir(dir)
+            .expect("ledger dir lists")
+            .map(|e| e.expect("dir entry"))
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let number = name.strip_suffix(".log")?.parse::<u64>().ok()?;
+                Some((number, e.metadata().expect("WAL file metadata").len()))
+            })
+            .collect()
+    }
+
     /// Bytes of the WAL files RocksDB still needs (numbers from `min-log-number-to-keep` on;
     /// files kept for reuse have lower numbers).
     fn live_wal_bytes(db: &Db, dir: &Path) -> u64 {
@@ -601,18 +619,7 @@ mod tests {
             .property_int_value("rocksdb.min-log-number-to-keep")
             .expect("property reads")
             .expect("property exists");
-        let mut bytes = 0;
-        for entry in std::fs::read_dir(dir).expect("ledger dir lists") {
-            let entry = entry.expect("dir entry");
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(number) = name.strip_suffix(".log").and_then(|n| n.parse::<u64>().ok()) else {
-                continue;
-            };
-            if number >= keep {
-                bytes += entry.metadata().expect("WAL file metadata").len();
-            }
-        }
-        bytes
+        wal_files(dir).into_iter().filter(|&(number, _)| number >= keep).map(|(_, len)| len).sum()
     }
 
     /// `max_total_wal_size`: with the writer's pattern (per drain a claim, an inbox record,
@@ -642,17 +649,14 @@ mod tests {
             if seq % 256 == 0 {
                 // Writes here outrun any disk; the server's are far slower than its flushes.
                 // Wait (bounded) for the flushes in progress, as a slower writer would.
-                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
                 let int = |name| db.property_int_value(name).expect("reads").expect("exists");
                 let pending = |c| db.property_int_value_cf(c, "rocksdb.mem-table-flush-pending");
-                while int("rocksdb.num-running-flushes") > 0
-                    || [claims, inbox, schedule, meta]
-                        .into_iter()
-                        .any(|c| pending(c).expect("reads").expect("exists") > 0)
-                {
-                    assert!(crate::clock::monotonic() < deadline, "flushes did not finish");
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_until("flushes finish", || {
+                    int("rocksdb.num-running-flushes") == 0
+                        && [claims, inbox, schedule, meta]
+                            .into_iter()
+                            .all(|c| pending(c).expect("reads").expect("exists") == 0)
+                });
                 most = most.max(live_wal_bytes(&db, dir.path()));
             }
         }
@@ -689,11 +693,9 @@ mod tests {
             db.put_cf(inbox, codec::seq_key(seq), &body).expect("inbox writes");
             seq += 1;
             if int_cf(inbox, "rocksdb.num-immutable-mem-table") > 0 {
-                let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(60);
-                while int_cf(inbox, "rocksdb.num-files-at-level0") == 0 {
-                    assert!(crate::clock::monotonic() < deadline, "the inbox flush did not finish");
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                wait_until("the inbox flush finishes", || {
+                    int_cf(inbox, "rocksdb.num-files-at-level0") > 0
+                });
             }
         }
         for (name, c) in [("claims/0", claims), ("meta", meta)] {
@@ -937,16 +939,7 @@ mod tests {
         assert_eq!(status.signal(), Some(libc::SIGKILL), "child ended with {status:?}");
         // The live WAL file (the highest number) was reused: it keeps the length of its first
         // life (~64 MiB) while this life wrote a few records at its head.
-        let newest_wal = std::fs::read_dir(dir.path())
-            .expect("lists the ledger")
-            .filter_map(Result::ok)
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let number = name.strip_suffix(".log")?.parse::<u64>().ok()?;
-                Some((number, e.metadata().expect("WAL metadata").len()))
-            })
-            .max()
-            .expect("a WAL file");
+        let newest_wal = wal_files(dir.path()).into_iter().max().expect("a WAL file");
         assert!(newest_wal.1 >= 32 << 20, "the live WAL {newest_wal:?} is not a reused file");
 
         let (db, _) = open(dir.path(), 1).expect("DB reopens after the crash");
