@@ -89,21 +89,28 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     };
     let per_ip_max = config.server.connections_per_ip_max;
     let gate = Arc::new(Gate::new(total_max, per_ip_max));
-    for (core, listener) in listeners.into_iter().enumerate() {
+    // No core accepts before every core is set up (ingress::startup), so a flood at start
+    // cannot take the descriptors another core still needs.
+    let (startup_gate, startups) = ingress::startup::gate(cores);
+    for ((core, listener), startup) in listeners.into_iter().enumerate().zip(startups) {
         let stats = Arc::clone(&metrics.cores[core]);
         let ctx = CoreCtx::new(Arc::clone(&live), ledger.clone(), stats, connections_max)
             .with_tls(tls_config.clone())
             .with_gate(Arc::clone(&gate));
-        threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop))?);
+        threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop), startup)?);
     }
-    admin_state.listeners_bound.store(true, Ordering::Release);
-    let tls_on = certs.is_some();
-    tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
-
-    notify_systemd(&[sd_notify::NotifyState::Ready]);
-    let reloader =
-        Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics, ledger: &ledger };
-    let signal = wait_for_stop(&threads, &ledger, &reloader);
+    let started = startup_gate.wait();
+    let signal = if started.is_ok() {
+        admin_state.listeners_bound.store(true, Ordering::Release);
+        let tls_on = certs.is_some();
+        tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
+        notify_systemd(&[sd_notify::NotifyState::Ready]);
+        let reloader =
+            Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics, ledger: &ledger };
+        wait_for_stop(&threads, &ledger, &reloader)
+    } else {
+        "an ingress core could not start"
+    };
     tracing::info!(code = "stopping", reason = signal, "stopping");
     notify_systemd(&[sd_notify::NotifyState::Stopping]);
     admin_state.listeners_bound.store(false, Ordering::Release);
@@ -123,6 +130,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     ledger.shutdown();
     admin.shutdown();
     tracing::info!(code = "stopped", "stopped");
+    if let Err(why) = started {
+        bail!("{why}");
+    }
     if failed {
         bail!("an ingress core failed; see the log above");
     }
@@ -220,12 +230,13 @@ fn spawn_core(
     ctx: CoreCtx,
     listener: std::net::TcpListener,
     stop: Arc<AtomicBool>,
+    startup: ingress::startup::Startup,
 ) -> anyhow::Result<JoinHandle<std::io::Result<()>>> {
     std::thread::Builder::new()
         .name(format!("ingress-{core}"))
         .spawn(move || match backend {
-            Backend::IoUring => ingress::uring::run(ctx, listener, &stop),
-            Backend::Epoll => ingress::epoll::run(ctx, listener, &stop),
+            Backend::IoUring => ingress::uring::run(ctx, listener, &stop, startup),
+            Backend::Epoll => ingress::epoll::run(ctx, listener, &stop, startup),
         })
         .context("spawning an ingress thread")
 }

@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::conn::{Conn, CoreCtx, Received, Step};
+use super::startup::Startup;
 use super::uring::AcceptErrors;
 use crate::answer::Answer;
 use crate::clock;
@@ -25,17 +26,31 @@ const TICK: Duration = Duration::from_millis(200);
 /// How often the core measures its own lateness (the queue-delay estimate of this back end).
 const LAG_PROBE_EVERY: Duration = Duration::from_millis(5);
 
-/// Runs one ingress core on epoll until `stop` is set; connections with an admission in
-/// flight finish it first.
+/// Runs one ingress core on epoll: sets up its runtime and listener, reports to `startup`
+/// and, once every core has (`super::startup`), serves until `stop` is set; connections with
+/// an admission in flight finish it first.
 ///
 /// # Errors
-/// Runtime construction or listener registration failures.
-pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// Runtime construction or listener registration failures (also reported to `startup`, so
+/// the start fails before `ready`).
+pub fn run(
+    ctx: CoreCtx,
+    listener: std::net::TcpListener,
+    stop: &AtomicBool,
+    startup: Startup,
+) -> io::Result<()> {
+    let (runtime, listener) = match set_up(listener) {
+        Ok(parts) => parts,
+        Err(e) => {
+            startup.failed(&e);
+            return Err(e);
+        }
+    };
+    if !startup.ready() {
+        return Ok(());
+    }
     let local = tokio::task::LocalSet::new();
-    listener.set_nonblocking(true)?;
     local.block_on(&runtime, async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
         let ctx = Rc::new(ctx);
         let lag = Rc::new(Cell::new(Duration::ZERO));
         let open = Rc::new(Cell::new(0usize));
@@ -77,6 +92,19 @@ pub fn run(ctx: CoreCtx, listener: std::net::TcpListener, stop: &AtomicBool) -> 
         probe.abort();
         Ok(())
     })
+}
+
+/// A core's runtime (its epoll instance and eventfd) and its listener registered with it.
+fn set_up(
+    listener: std::net::TcpListener,
+) -> io::Result<(tokio::runtime::Runtime, tokio::net::TcpListener)> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    listener.set_nonblocking(true)?;
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    Ok((runtime, listener))
 }
 
 /// Measures, every [`LAG_PROBE_EVERY`] while connections are open (every [`TICK`] on an

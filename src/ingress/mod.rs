@@ -7,6 +7,7 @@ pub mod conn;
 pub mod epoll;
 pub mod gate;
 pub mod overload;
+pub mod startup;
 pub mod uring;
 
 use std::io;

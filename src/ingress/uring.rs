@@ -17,6 +17,7 @@ use io_uring::{cqueue, opcode, squeue, IoUring};
 
 use super::conn::{Conn, CoreCtx, Received, Step};
 use super::gate::Ticket;
+use super::startup::Startup;
 use crate::answer::Answer;
 use crate::clock;
 use crate::ledger::{Decision, Reply};
@@ -283,19 +284,26 @@ impl AcceptErrors {
     }
 }
 
-/// Runs one ingress core on io_uring until `stop` is set, then drains admissions in flight
-/// (at most 5 s) and returns.
+/// Runs one ingress core on io_uring: sets up its ring, receive buffers and eventfd, reports
+/// to `startup` and, once every core has (`super::startup`), serves until `stop` is set, then
+/// drains admissions in flight (at most 5 s) and returns.
 ///
 /// # Errors
-/// Ring setup failures and unexpected `io_uring_enter` errors.
-pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result<()> {
-    let ring = build_ring()?;
-    let bufs = BufRing::new(&ring, RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES)?;
-    // SAFETY: plain eventfd creation.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if efd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+/// Set-up failures (also reported to `startup`, so the start fails before `ready`) and
+/// unexpected `io_uring_enter` errors.
+pub fn run(
+    ctx: CoreCtx,
+    listener: TcpListener,
+    stop: &AtomicBool,
+    startup: Startup,
+) -> io::Result<()> {
+    let (ring, bufs, efd) = match set_up() {
+        Ok(parts) => parts,
+        Err(e) => {
+            startup.failed(&e);
+            return Err(e);
+        }
+    };
     let (tx, wake_rx) = crossbeam_channel::unbounded();
     let waker = Arc::new(Waker { efd, pending: AtomicBool::new(false), tx });
     let mut core = Core {
@@ -318,7 +326,7 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
         arrived: clock::monotonic(),
         reaped: clock::monotonic(),
     };
-    let result = core.run(stop);
+    let result = if startup.ready() { core.run(stop) } else { Ok(()) };
     core.quiesce();
     core.close_all();
     let Core { ring, bufs, .. } = core;
@@ -328,6 +336,20 @@ pub fn run(ctx: CoreCtx, listener: TcpListener, stop: &AtomicBool) -> io::Result
     drop(ring);
     drop(listener);
     result
+}
+
+/// A core's ring, its registered receive buffers and its wake-up eventfd.
+fn set_up() -> io::Result<(IoUring, BufRing, RawFd)> {
+    let ring = build_ring()?;
+    let bufs = BufRing::new(&ring, RECV_BUFFERS_PER_CORE, RECV_BUFFER_BYTES)?;
+    // SAFETY: plain eventfd creation.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        let e = io::Error::last_os_error();
+        bufs.unregister(&ring);
+        return Err(e);
+    }
+    Ok((ring, bufs, efd))
 }
 
 impl Core {

@@ -20,6 +20,10 @@ on_both_io! {
         // in the backlog or were closed at the cap). Once they go, it serves again at once.
         assert!(held.len() > 48, "the flood exceeds the descriptor limit");
         drop(held);
+        // The flood is over once hookwall has closed what it accepted and accepted what the
+        // kernel queued: until then it is still at its cap, where a new connection is
+        // accepted and closed at once (a reset, as designed), not served.
+        wait_until_flood_drained(&f.hw);
         let source = crate::harness::stripe_a();
         let id = sign::unique_id("evt_after_flood");
         let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
@@ -30,6 +34,42 @@ on_both_io! {
         assert!(failures <= 4, "accept failures are rate-limited; {failures} lines:\n{log}");
         assert!(log.len() < 64 * 1024, "the log stays small: {} bytes", log.len());
     }
+}
+
+/// Waits (bounded) until `hw` holds no ingress connection and its listening sockets' accept
+/// queues are empty, on two polls in a row (a connection taken off the queue is counted open
+/// a moment later).
+fn wait_until_flood_drained(hw: &crate::harness::Hookwall) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut quiet_polls = 0;
+    while quiet_polls < 2 {
+        let text = String::from_utf8_lossy(&hw.admin_get("/metrics").body).into_owned();
+        let open = crate::metrics::sample(&text, "hookwall_ingress_connections_open", &[]);
+        let queued = accept_queue_len(hw.ingress.port());
+        quiet_polls = if open == Some(0.0) && queued == 0 { quiet_polls + 1 } else { 0 };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood drains within 30 s: {open:?} connections open, {queued} queued"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval
+    }
+}
+
+/// Connections waiting in the accept queues of the IPv4 sockets listening on `port` (the
+/// `rx_queue` of LISTEN rows in `/proc/net/tcp`; one row per core with `SO_REUSEPORT`).
+fn accept_queue_len(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp reads");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            let local_port = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+            let listening = *f.get(3)? == "0A";
+            let rx_queue = u64::from_str_radix(f.get(4)?.split_once(':')?.1, 16).ok()?;
+            (listening && local_port == port).then_some(rx_queue)
+        })
+        .sum()
 }
 
 /// A second hookwall on the same ingress address refuses to start (exit 1, "in use") instead
