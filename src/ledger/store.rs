@@ -212,7 +212,7 @@ fn cf_options(name: &str, cache: &Cache) -> Options {
     let mut o = if name.starts_with("inbox/") {
         // Inbox keys only grow, so a flushed inbox file usually moves to the last level
         // untouched, and RocksDB then rewrote each one once just to zero its sequence numbers
-        // ("BottommostFiles" compactions): 100 of the 533 MB compactions wrote in a 13-minute
+        // ("BottommostFiles" compactions): 98 of the 450 MB compactions wrote in one
         // `benches/e2e.sh` run, background writing that (d)'s group commits wait behind
         // (docs/benchmarks.md, runs 20-21). Files older than the delay are still rewritten.
         options_from_string(&format!(
@@ -264,7 +264,9 @@ fn cf_options(name: &str, cache: &Cache) -> Options {
 }
 
 /// RocksDB options set from their text form (`name=value;...`), for those the `rocksdb` crate
-/// has no setter for; RocksDB's defaults, with a warning, if RocksDB rejects the text.
+/// has no setter for; RocksDB's defaults, with a warning, if RocksDB rejects the text. The
+/// base is a fresh `Options` on purpose: the returned one keeps alive only what is set on it
+/// afterwards (cache, table factory, environment), not what a base had been given.
 fn options_from_string(text: &str) -> Options {
     match Options::default().get_options_from_string(text) {
         Ok(o) => o,
