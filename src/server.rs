@@ -23,13 +23,14 @@ use crate::{dispatch, ledger};
 /// Runs the appliance until SIGTERM or SIGINT.
 ///
 /// # Errors
-/// Start-up failures (ledger cannot open, address in use, io_uring forced but unusable) and
-/// an ingress core that died.
+/// Start-up failures (signal handlers, ledger cannot open, address in use, io_uring forced
+/// but unusable, an ingress core that could not set up) and an ingress core that died.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     for warning in &config.warnings {
         tracing::warn!(code = "config_warning", config = %config.path.display(), "{warning}");
     }
+    let mut signals = Signals::install().context("installing the signal handlers")?;
     let (backend, why) = ingress::choose(config.server.io).map_err(anyhow::Error::msg)?;
     tracing::info!(code = "io_backend", io = backend.name(), reason = %why, "ingress back end chosen");
 
@@ -107,7 +108,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         notify_systemd(&[sd_notify::NotifyState::Ready]);
         let reloader =
             Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics, ledger: &ledger };
-        wait_for_stop(&threads, &ledger, &reloader)
+        wait_for_stop(&mut signals, &threads, &ledger, &reloader)
     } else {
         "an ingress core could not start"
     };
@@ -116,11 +117,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     admin_state.listeners_bound.store(false, Ordering::Release);
     stop.store(true, Ordering::Release);
     let mut failed = false;
-    for t in threads {
+    for (core, t) in threads.into_iter().enumerate() {
         match t.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::error!(code = "ingress_core_failed", error = %e, "ingress core failed");
+                tracing::error!(code = "ingress_core_failed", core, error = %e, "ingress core failed");
                 failed = true;
             }
             Err(_) => failed = true,
@@ -335,7 +336,8 @@ impl Reloader<'_> {
 }
 
 /// Tells systemd (`Type=notify`) about a state change; a no-op without `NOTIFY_SOCKET`.
-/// READY is sent once listeners are bound, the ledger is open and every thread runs;
+/// READY is sent once listeners are bound, the ledger is open, the signal handlers are
+/// installed and every ingress core is set up (`ingress::startup`);
 /// STOPPING when the stop begins; WATCHDOG keep-alives while every ingress core is alive.
 fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(state) {
@@ -350,25 +352,46 @@ fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
 /// request was answered 503 (fail closed, R15), and nothing acknowledged is lost.
 const LEDGER_UNWRITABLE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// SIGTERM, SIGINT and SIGHUP, caught from the start of `serve` on (a stop or reload that
+/// arrives while it starts waits for [`wait_for_stop`] instead of killing the process), with
+/// the small runtime that waits for them. Set up before the ingress cores accept: built
+/// later, its descriptors (epoll, eventfd, the signal pipe) could be taken by a connection
+/// flood, and the process then aborted right after `ready`.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// # Errors
+    /// The runtime or a handler cannot be created (out of descriptors, most likely).
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let entered = runtime.enter();
+        let term = signal(SignalKind::terminate())?;
+        let int = signal(SignalKind::interrupt())?;
+        let hup = signal(SignalKind::hangup())?;
+        drop(entered);
+        Ok(Signals { runtime, term, int, hup })
+    }
+}
+
 /// [`wait_for_stop`]'s answer when the ledger stayed unwritable.
 const STOP_LEDGER_STUCK: &str = "the ledger stayed unwritable";
 
 /// Blocks until SIGTERM/SIGINT, until an ingress core exits on its own (a failure), or until
 /// the ledger has been unwritable for [`LEDGER_UNWRITABLE_MAX`].
 fn wait_for_stop(
+    signals: &mut Signals,
     threads: &[JoinHandle<std::io::Result<()>>],
     ledger: &LedgerHandle,
     reloader: &Reloader<'_>,
 ) -> &'static str {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a signal-only runtime builds");
+    let Signals { runtime, term, int, hup } = signals;
     runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
-        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler installs");
         let mut check = tokio::time::interval(std::time::Duration::from_millis(200));
         // Keep-alives at half the watchdog period systemd gave us (`WatchdogSec=`).
         let watchdog = sd_notify::watchdog_enabled().map(|period| period / 2);

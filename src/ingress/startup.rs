@@ -6,8 +6,9 @@
 //! ring: a connection flood at start (a provider retrying a backlog, a load balancer's checks)
 //! could take the last free descriptors first, that core's `io_uring_setup` or `eventfd`
 //! failed with EMFILE, and the whole server stopped (`ingress_core_failed`) right after
-//! logging `ready`. Now the start fails before `ready` with the core's error, or, far more
-//! likely, every core is set up before any connection takes a descriptor.
+//! logging `ready`. Now no connection takes a descriptor before every core is set up; a core
+//! that cannot set up (the descriptor limit itself too low) fails the start, before `ready`,
+//! with its error. `serve` installs its signal handlers before this for the same reason.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -65,8 +66,10 @@ pub fn gate(cores: usize) -> (StartupGate, Vec<Startup>) {
 }
 
 impl Startup {
-    /// Reports this core set up and blocks until every core has reported. Returns whether to
-    /// serve: false when another core failed (this one then closes what it set up and ends).
+    /// Reports this core set up and blocks until `serve` decides: after every core has
+    /// reported, or at once if `serve` gave up (the gate dropped). Returns whether to serve:
+    /// false when another core failed or `serve` gave up (this core then closes what it set
+    /// up and ends).
     pub fn ready(self) -> bool {
         let _ = self.reports.send((self.core, Ok(())));
         drop(self.reports);

@@ -17,7 +17,8 @@ on_both_io! {
         let held: Vec<Conn> =
             (0..120).filter_map(|_| Conn::try_connect(f.hw.ingress).ok()).collect();
         // The server now holds as many connections as its descriptors allow (the rest wait
-        // in the backlog or were closed at the cap). Once they go, it serves again at once.
+        // in the backlog or were closed at the cap). Once they are gone and it has drained
+        // its accept queue, it serves again.
         assert!(held.len() > 48, "the flood exceeds the descriptor limit");
         drop(held);
         // The flood is over once hookwall has closed what it accepted and accepted what the
