@@ -37,6 +37,101 @@ on_both_io! {
     }
 }
 
+on_both_io! {
+    /// A descriptor limit too low to start, under a connection flood from before the start:
+    /// at every limit from too few to enough, hookwall either fails the start cleanly (exit 1,
+    /// one `serve_failed` line, no `ready`) or starts and then stops cleanly on SIGTERM (exit
+    /// 0); it never aborts. Two such aborts were real: a core still creating its ring while
+    /// another accepted (the server stopped after `ready`), and the signal handlers created
+    /// after `ready` (a panic, exit 134). Both needed descriptors after the cores accepted.
+    fn a_start_short_of_descriptors_fails_cleanly_or_serves(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let dir = tempfile::tempdir().expect("temp dir");
+        for nofile in (30..=46).step_by(2) {
+            let mut setup = f.hw.setup.clone();
+            setup.ledger = dir.path().join(format!("ledger-{nofile}"));
+            let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
+            let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
+            drop(ports);
+            let config = dir.path().join(format!("nofile-{nofile}.toml"));
+            std::fs::write(&config, setup.toml(ingress, admin)).expect("writing config");
+            let log = dir.path().join(format!("nofile-{nofile}.stderr"));
+            let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let flood = {
+                let flooding = std::sync::Arc::clone(&flooding);
+                std::thread::spawn(move || {
+                    let mut held = Vec::new();
+                    while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                        let timeout = std::time::Duration::from_millis(50);
+                        if let Ok(c) = std::net::TcpStream::connect_timeout(&ingress, timeout) {
+                            held.push(c);
+                        }
+                        if held.len() >= 200 {
+                            held.clear();
+                        }
+                    }
+                })
+            };
+            let limit = libc::rlimit { rlim_cur: nofile, rlim_max: nofile };
+            let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
+            // SAFETY: setrlimit between fork and exec touches only the child's own limits.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+            let mut child = command
+                .args(["serve", "-c"])
+                .arg(&config)
+                .env("HOOKWALL_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("creating the log"))
+                .spawn()
+                .expect("spawning hookwall");
+            let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+            let deadline = std::time::Instant::now() + crate::harness::READY_TIMEOUT;
+            let exited = loop {
+                if let Some(status) = child.try_wait().expect("try_wait") {
+                    break Some(status);
+                }
+                if read_log().contains("hookwall ready") {
+                    break None;
+                }
+                assert!(std::time::Instant::now() < deadline, "nofile {nofile}: neither ready nor exited:\n{}", read_log());
+                std::thread::sleep(std::time::Duration::from_millis(10)); // poll interval
+            };
+            // Flooding a while after `ready`, when the old code needed descriptors.
+            if exited.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+            flood.join().expect("flood thread");
+            let status = match exited {
+                Some(status) => status,
+                None => {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                    child.wait().expect("wait")
+                }
+            };
+            let text = read_log();
+            assert!(!text.contains("broken invariant"), "nofile {nofile}: aborted:\n{text}");
+            if text.contains("hookwall ready") {
+                assert_eq!(status.code(), Some(0), "nofile {nofile}: started, then:\n{text}");
+            } else {
+                assert_eq!(status.code(), Some(1), "nofile {nofile}: did not start:\n{text}");
+                let last = text.lines().last().unwrap_or_default();
+                assert!(last.contains("serve_failed"), "nofile {nofile}: last line {last:?}");
+            }
+        }
+    }
+}
+
 /// Waits (bounded) until `hw` holds no ingress connection and its listening sockets' accept
 /// queues are empty, on two polls in a row (a connection taken off the queue is counted open
 /// a moment later).
