@@ -30,7 +30,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     for warning in &config.warnings {
         tracing::warn!(code = "config_warning", config = %config.path.display(), "{warning}");
     }
-    let mut signals = Signals::install().context("installing the signal handlers")?;
     let (backend, why) = ingress::choose(config.server.io).map_err(anyhow::Error::msg)?;
     tracing::info!(code = "io_backend", io = backend.name(), reason = %why, "ingress back end chosen");
 
@@ -92,6 +91,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let gate = Arc::new(Gate::new(total_max, per_ip_max));
     // No core accepts before every core is set up (ingress::startup), so a flood at start
     // cannot take the descriptors another core still needs.
+    let mut signals = Signals::install().context("installing the signal handlers")?;
     let (startup_gate, startups) = ingress::startup::gate(cores);
     for ((core, listener), startup) in listeners.into_iter().enumerate().zip(startups) {
         let stats = Arc::clone(&metrics.cores[core]);
@@ -352,11 +352,12 @@ fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
 /// request was answered 503 (fail closed, R15), and nothing acknowledged is lost.
 const LEDGER_UNWRITABLE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// SIGTERM, SIGINT and SIGHUP, caught from the start of `serve` on (a stop or reload that
-/// arrives while it starts waits for [`wait_for_stop`] instead of killing the process), with
-/// the small runtime that waits for them. Set up before the ingress cores accept: built
-/// later, its descriptors (epoll, eventfd, the signal pipe) could be taken by a connection
-/// flood, and the process then aborted right after `ready`.
+/// SIGTERM, SIGINT and SIGHUP, caught from just before the ingress cores start (a stop or
+/// reload that arrives while they set up waits for [`wait_for_stop`]; earlier, while the
+/// ledger opens, SIGTERM still ends the process at once), with the small runtime that waits
+/// for them. Set up before the cores accept: built later, its descriptors (epoll, eventfd,
+/// the signal pipe) could be taken by a connection flood, and the process then aborted right
+/// after `ready`.
 struct Signals {
     runtime: tokio::runtime::Runtime,
     term: tokio::signal::unix::Signal,
