@@ -308,6 +308,21 @@ fn free_ports() -> (SocketAddr, SocketAddr) {
     (a.local_addr().expect("probe address"), b.local_addr().expect("probe address"))
 }
 
+/// Makes `command`'s child start with `RLIMIT_NOFILE` = `n` descriptors (soft and hard).
+pub fn limit_nofile(command: &mut Command, n: u64) {
+    let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: setrlimit between fork and exec touches only the child's own limits.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(command, move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 /// A running `hookwall serve`.
 pub struct Hookwall {
     child: Option<Child>,
@@ -338,17 +353,7 @@ impl Hookwall {
         let stderr = std::fs::File::create(&stderr_path).expect("creating the stderr file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
         if let Some(n) = setup.nofile {
-            let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
-            // SAFETY: setrlimit between fork and exec touches only the child's own limits.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            limit_nofile(&mut command, n);
         }
         let child = command
             .arg("serve")

@@ -72,18 +72,8 @@ on_both_io! {
                     }
                 })
             };
-            let limit = libc::rlimit { rlim_cur: nofile, rlim_max: nofile };
             let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
-            // SAFETY: setrlimit between fork and exec touches only the child's own limits.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            crate::harness::limit_nofile(&mut command, nofile);
             let mut child = command
                 .args(["serve", "-c"])
                 .arg(&config)
