@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use anyhow::{bail, Context as _};
 
 use crate::admin::{self, AdminState};
-use crate::config::LedgerBackend;
 use crate::config::{self as config_mod, Config, Live};
+use crate::config::{DestinationConfig, LedgerBackend};
 use crate::ingress::{self, conn::CoreCtx, gate::Gate, Backend};
 use crate::ledger::postgres::{PgLedger, PgOptions};
 use crate::ledger::{Ledger, LedgerHandle, LedgerOptions};
@@ -82,7 +82,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);
-    let connections_max = ingress::connections_per_core(cores);
+    let outbound = config.destinations.iter().map(DestinationConfig::connections_max).sum();
+    let connections_max = ingress::connections_per_core(cores, outbound);
     let total_max = match config.server.connections_max {
         0 => connections_max.saturating_mul(cores),
         n => n,

@@ -257,6 +257,20 @@ pub struct DestinationConfig {
     pub nats: Option<NatsTarget>,
 }
 
+impl DestinationConfig {
+    /// The most connections the dispatcher holds open to this destination: one to a NATS
+    /// server, `concurrency_max / pipeline` (rounded up) to a plain `http://` destination,
+    /// `concurrency_max` to an `https://` one. Counted into the descriptors ingress keeps
+    /// back ([`crate::ingress::connections_per_core`]).
+    pub fn connections_max(&self) -> usize {
+        if self.nats.is_some() {
+            1
+        } else {
+            self.concurrency_max.max(1).div_ceil(self.pipeline.max(1))
+        }
+    }
+}
+
 /// A `[[destination]]` with `kind = "nats"`: `url` is the NATS server (`nats://host:port`), each
 /// event is published to `subject` with `Nats-Msg-Id` = its idempotency key (JetStream's
 /// duplicate window drops repeats) and is delivered when `stream` acknowledged it.

@@ -102,10 +102,16 @@ pub(crate) fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
     }
 }
 
-/// File descriptors kept back from connections (or a quarter of the limit, if smaller): the
-/// ledger's files (RocksDB's `max_open_files` is bounded too), listeners, the admin
-/// listener, the dispatcher's outbound connections, eventfds, logs.
+/// File descriptors kept back from connections (or a quarter of the limit, if smaller, but
+/// never fewer than [`fds_needed_besides_connections`]): the ledger's files (RocksDB's
+/// `max_open_files` is bounded too), listeners, the admin listener, the dispatcher's outbound
+/// connections, eventfds, logs.
 const FDS_RESERVED: u64 = 1024;
+
+/// Descriptors kept back for each ingress core: what it opens while it sets up (measured with
+/// two cores: 4 each on io_uring, 6 on epoll, whose tokio runtime has its own), one to accept a
+/// connection and close it at once at its cap, and one spare.
+const FDS_PER_CORE: u64 = 8;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit in force
 /// afterwards (file descriptors; 0 when it cannot be read). Used by `serve` and `loadgen`.
@@ -130,9 +136,50 @@ pub fn raise_fd_limit() -> u64 {
 /// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
 /// or less when the descriptor limit cannot cover it. At the cap, new connections are
 /// accepted and closed at once instead of running the process out of descriptors.
-pub fn connections_per_core(cores: usize) -> usize {
+///
+/// Called once everything but the cores is open (ledger, admin listener, dispatcher), with
+/// `outbound` = the most connections the dispatcher opens (see
+/// [`crate::config::DestinationConfig::connections_max`]): the descriptors kept back are at
+/// least those open now plus the cores' own and `outbound`, so under a small limit the cap
+/// is reached before an accept fails for want of a descriptor.
+pub fn connections_per_core(cores: usize, outbound: usize) -> usize {
     let soft = raise_fd_limit();
-    let usable = soft.saturating_sub(FDS_RESERVED.min(soft / 4));
-    let per_core = usize::try_from(usable / cores.max(1) as u64).unwrap_or(usize::MAX);
+    let cores = cores.max(1) as u64;
+    let needed = fds_needed_besides_connections(open_fds(), cores, outbound as u64);
+    let reserved = FDS_RESERVED.min(soft / 4).max(needed);
+    let per_core = usize::try_from(soft.saturating_sub(reserved) / cores).unwrap_or(usize::MAX);
     per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX)
+}
+
+/// Descriptors the process needs besides ingress connections: `open` now (counted before the
+/// cores start), [`FDS_PER_CORE`] for each of `cores`, and `outbound` dispatcher connections.
+fn fds_needed_besides_connections(open: u64, cores: u64, outbound: u64) -> u64 {
+    open.saturating_add(cores.saturating_mul(FDS_PER_CORE)).saturating_add(outbound)
+}
+
+/// Descriptors this process has open (entries of `/proc/self/fd`, less the one reading it);
+/// 0 when it cannot be read.
+fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count().saturating_sub(1) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_descriptors_are_counted_from_proc() {
+        let before = open_fds();
+        let files: Vec<std::fs::File> =
+            (0..5).map(|_| std::fs::File::open("/proc/self/stat").expect("opens")).collect();
+        // Other test threads may open files meanwhile: at least the five held here.
+        assert!(open_fds() >= before + 5, "{before} then {}", open_fds());
+        drop(files);
+    }
+
+    #[test]
+    fn kept_back_descriptors_cover_what_is_open_the_cores_and_the_dispatcher() {
+        assert_eq!(fds_needed_besides_connections(38, 2, 8), 38 + 2 * FDS_PER_CORE + 8);
+        assert_eq!(fds_needed_besides_connections(u64::MAX, 2, 8), u64::MAX);
+    }
 }
