@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 use super::conn::{Conn, CoreCtx, Received, Step};
 use super::startup::Startup;
-use super::uring::AcceptErrors;
+use super::AcceptErrors;
 use crate::answer::Answer;
 use crate::clock;
 use crate::ledger::{Decision, Reply};

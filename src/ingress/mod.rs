@@ -102,6 +102,34 @@ pub(crate) fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
     }
 }
 
+/// Accept failures (EMFILE, ENFILE, ENOMEM, …) are logged at most this often.
+const ACCEPT_ERROR_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Rate-limits the accept-failure log of one core, on either back end: a descriptor shortage
+/// fails every accept, and logging each one would flood the log and burn the core.
+pub(crate) struct AcceptErrors {
+    failed: u64,
+    last_logged: Option<std::time::Instant>,
+}
+
+impl AcceptErrors {
+    pub(crate) fn new() -> AcceptErrors {
+        AcceptErrors { failed: 0, last_logged: None }
+    }
+
+    /// Counts one failure and logs it (with the count since the last line) at most every
+    /// `ACCEPT_ERROR_LOG_EVERY`.
+    pub(crate) fn record(&mut self, error: &io::Error, now: std::time::Instant) {
+        self.failed += 1;
+        if self.last_logged.is_some_and(|t| now.duration_since(t) < ACCEPT_ERROR_LOG_EVERY) {
+            return;
+        }
+        tracing::warn!(code = "accept_failed", error = %error, failed = self.failed, "accept failed; pausing accepts briefly (logged at most every 10 s)");
+        self.failed = 0;
+        self.last_logged = Some(now);
+    }
+}
+
 /// File descriptors kept back from connections (or a quarter of the limit, if smaller, but
 /// never fewer than [`fds_needed_besides_connections`]): the ledger's files (RocksDB's
 /// `max_open_files` is bounded too), listeners, the admin listener, the dispatcher's outbound

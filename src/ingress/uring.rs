@@ -33,8 +33,6 @@ const TICK_NS: u32 = 200_000_000;
 const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a stopping core waits for the kernel to finish with its buffers.
 const QUIESCE_MAX: std::time::Duration = std::time::Duration::from_secs(1);
-/// Accept failures (EMFILE, ENFILE, ENOMEM, …) are logged at most this often.
-const ACCEPT_ERROR_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 const KIND_ACCEPT: u64 = 1;
 const KIND_RECV: u64 = 2;
@@ -246,7 +244,7 @@ struct Core {
     accept_armed: bool,
     /// Accepting paused after a resource error; resumed on the next tick.
     accept_paused: bool,
-    accept_errors: AcceptErrors,
+    accept_errors: super::AcceptErrors,
     open: usize,
     /// The earliest the completions being processed can have arrived (queue-delay shedding,
     /// [`super::overload`]): when the core was already behind — completions were waiting as
@@ -258,31 +256,6 @@ struct Core {
 
 /// An `io_uring_enter` shorter than this did not sleep: completions were already waiting.
 const ENTER_SLEPT_MIN: Duration = Duration::from_micros(50);
-
-/// Rate-limits the accept-failure log: a descriptor shortage fails every accept, and
-/// logging each one would flood the log and burn the core.
-pub(crate) struct AcceptErrors {
-    failed: u64,
-    last_logged: Option<Instant>,
-}
-
-impl AcceptErrors {
-    pub(crate) fn new() -> AcceptErrors {
-        AcceptErrors { failed: 0, last_logged: None }
-    }
-
-    /// Counts one failure and logs it (with the count since the last line) at most every
-    /// `ACCEPT_ERROR_LOG_EVERY`.
-    pub(crate) fn record(&mut self, error: &io::Error, now: Instant) {
-        self.failed += 1;
-        if self.last_logged.is_some_and(|t| now.duration_since(t) < ACCEPT_ERROR_LOG_EVERY) {
-            return;
-        }
-        tracing::warn!(code = "accept_failed", error = %error, failed = self.failed, "accept failed; pausing accepts briefly (logged at most every 10 s)");
-        self.failed = 0;
-        self.last_logged = Some(now);
-    }
-}
 
 /// Runs one ingress core on io_uring: sets up its ring, receive buffers and eventfd, reports
 /// to `startup` and, once every core has (`super::startup`), serves until `stop` is set, then
@@ -321,7 +294,7 @@ pub fn run(
         accepting: true,
         accept_armed: false,
         accept_paused: false,
-        accept_errors: AcceptErrors::new(),
+        accept_errors: super::AcceptErrors::new(),
         open: 0,
         arrived: clock::monotonic(),
         reaped: clock::monotonic(),
