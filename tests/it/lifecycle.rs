@@ -24,11 +24,7 @@ on_both_io! {
         // The flood is over once hookwall has closed what it accepted and accepted what the
         // kernel queued: until then it is still at its cap, where a new connection is
         // accepted and closed at once (a reset, as designed), not served.
-        wait_until_flood_drained(&f.hw);
-        let source = crate::harness::stripe_a();
-        let id = sign::unique_id("evt_after_flood");
-        let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
-        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+        serves_once_drained(&f.hw, "evt_after_flood");
         assert_eq!(f.hw.admin_get("/healthz").status, 200, "admin answers again");
         let log = f.hw.stderr();
         let failures = log.matches("accept failed").count();
@@ -73,11 +69,7 @@ on_both_io! {
             std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval
         }
         drop(held);
-        wait_until_flood_drained(&f.hw);
-        let source = crate::harness::stripe_a();
-        let id = sign::unique_id("evt_after_cap");
-        let r = f.hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
-        assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+        serves_once_drained(&f.hw, "evt_after_cap");
     }
 }
 
@@ -187,6 +179,16 @@ fn closed_by_peer(mut stream: &std::net::TcpStream) -> bool {
             Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
         }
     }
+}
+
+/// Once a flood is over (see [`wait_until_flood_drained`]), a new delivery with an id made
+/// from `id_prefix` is accepted.
+fn serves_once_drained(hw: &crate::harness::Hookwall, id_prefix: &str) {
+    wait_until_flood_drained(hw);
+    let source = crate::harness::stripe_a();
+    let id = sign::unique_id(id_prefix);
+    let r = hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
 }
 
 /// Waits (bounded) until `hw` holds no ingress connection and its listening sockets' accept
