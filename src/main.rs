@@ -10,30 +10,43 @@ use clap::Parser as _;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    if let Some(missing) = missing_cpu_feature() {
-        eprintln!(
-            "hookwall: this CPU lacks {missing}, which this build requires (x86_64 with SSE4.2 \
-             and PCLMULQDQ: .cargo/config.toml); rebuild without those target features to run here"
-        );
-        return std::process::ExitCode::from(1);
-    }
     hookwall::cli::run(hookwall::cli::Cli::parse())
 }
 
-/// The first CPU feature this build was compiled for that the CPU running it lacks (checked
-/// before any code compiled with it runs, instead of a SIGILL later), or `None`.
-fn missing_cpu_feature() -> Option<&'static str> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cfg!(target_feature = "sse4.2") && !std::arch::is_x86_feature_detected!("sse4.2") {
-            return Some("SSE4.2");
-        }
-        if cfg!(target_feature = "pclmulqdq") && !std::arch::is_x86_feature_detected!("pclmulqdq") {
-            return Some("PCLMULQDQ");
-        }
-        if cfg!(target_feature = "popcnt") && !std::arch::is_x86_feature_detected!("popcnt") {
-            return Some("POPCNT");
-        }
+/// Refuses to run on a CPU without the x86_64 features this build was compiled for
+/// (`.cargo/config.toml`: SSE4.2, PCLMULQDQ, POPCNT): exit 1 with a message naming the first
+/// one missing, instead of a SIGILL with no message. It must run before RocksDB's C++ static
+/// initializers, which already use SSE4.1, and so before `main`: it is a constructor with an
+/// init priority (`.init_array.NNNNN` entries run before the unprioritised ones C++ uses).
+/// Only the features this build was compiled with are checked.
+#[cfg(target_arch = "x86_64")]
+#[used]
+#[link_section = ".init_array.00101"]
+static REQUIRE_CPU_FEATURES: extern "C" fn() = require_cpu_features;
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn require_cpu_features() {
+    // CPUID leaf 1, ECX: bit 20 SSE4.2, bit 1 PCLMULQDQ, bit 23 POPCNT (Intel SDM vol. 2A).
+    let ecx = std::arch::x86_64::__cpuid(1).ecx;
+    let required = [
+        (cfg!(target_feature = "sse4.2"), 20, "SSE4.2"),
+        (cfg!(target_feature = "pclmulqdq"), 1, "PCLMULQDQ"),
+        (cfg!(target_feature = "popcnt"), 23, "POPCNT"),
+    ];
+    let Some((_, _, missing)) =
+        required.iter().find(|(built, bit, _)| *built && ecx & (1 << bit) == 0)
+    else {
+        return;
+    };
+    for part in [
+        "hookwall: this CPU lacks ",
+        *missing,
+        ", which this build requires (x86_64 with SSE4.2, PCLMULQDQ and POPCNT: \
+         .cargo/config.toml); rebuild without those target features to run on it\n",
+    ] {
+        // SAFETY: writing a valid buffer to stderr; nothing else runs yet.
+        unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
     }
-    None
+    // SAFETY: ending the process before anything was started.
+    unsafe { libc::_exit(1) };
 }

@@ -83,7 +83,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);
     let outbound = config.destinations.iter().map(DestinationConfig::connections_max).sum();
-    let connections_max = ingress::connections_per_core(cores, outbound);
+    let cap = ingress::connections_per_core(cores, outbound);
+    if cap.is_low() {
+        tracing::warn!(code = "descriptor_limit_low", descriptor_limit = cap.limit, kept_back = cap.kept_back, connections_per_core_max = cap.per_core, "The descriptor limit leaves few connections per core (the ledger, listeners, cores and destinations' connections are kept back); raise it (systemd LimitNOFILE=, ulimit -n).");
+    }
+    let connections_max = cap.per_core;
     let total_max = match config.server.connections_max {
         0 => connections_max.saturating_mul(cores),
         n => n,

@@ -130,10 +130,11 @@ impl AcceptErrors {
     }
 }
 
-/// File descriptors kept back from connections (or a quarter of the limit, if smaller, but
-/// never fewer than [`fds_needed_besides_connections`]): the ledger's files (RocksDB's
-/// `max_open_files` is bounded too), listeners, the admin listener, the dispatcher's outbound
-/// connections, eventfds, logs.
+/// File descriptors kept back from connections under a large limit (or a quarter of the
+/// limit, if smaller, but never less than what is open at start and the cores' and
+/// dispatcher's own: [`cap_for`]): what hookwall opens after start — the ledger's table files
+/// as it grows (RocksDB's `max_open_files`, 512), the dispatcher's outbound connections,
+/// admin connections, logs. Under a small limit only the quarter covers those.
 const FDS_RESERVED: u64 = 1024;
 
 /// Descriptors kept back for each ingress core: what it opens while it sets up (measured with
@@ -160,6 +161,30 @@ pub fn raise_fd_limit() -> u64 {
     limit.rlim_cur
 }
 
+/// The connection cap [`connections_per_core`] chose, with what it was chosen from (logged at
+/// start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionCap {
+    /// Connections each core may hold, at least 1.
+    pub per_core: usize,
+    /// The soft `RLIMIT_NOFILE` (descriptors) after raising it to the hard limit.
+    pub limit: u64,
+    /// Descriptors kept back from connections.
+    pub kept_back: u64,
+}
+
+impl ConnectionCap {
+    /// Whether the limit leaves fewer than [`CONNECTIONS_PER_CORE_LOW`] connections per core
+    /// (or none: the cap is then 1 and accepts may fail for want of a descriptor), which
+    /// `serve` warns about.
+    pub fn is_low(&self) -> bool {
+        self.per_core < CONNECTIONS_PER_CORE_LOW
+    }
+}
+
+/// Below this many connections per core, `serve` warns that the descriptor limit is low.
+pub const CONNECTIONS_PER_CORE_LOW: usize = 64;
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
 /// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
 /// or less when the descriptor limit cannot cover it. At the cap, new connections are
@@ -167,22 +192,32 @@ pub fn raise_fd_limit() -> u64 {
 ///
 /// Called once everything but the cores is open (ledger, admin listener, dispatcher), with
 /// `outbound` = the most connections the dispatcher opens (see
-/// [`crate::config::DestinationConfig::connections_max`]): the descriptors kept back are at
-/// least those open now plus the cores' own and `outbound`, so under a small limit the cap
-/// is reached before an accept fails for want of a descriptor.
-pub fn connections_per_core(cores: usize, outbound: usize) -> usize {
-    let soft = raise_fd_limit();
-    let cores = cores.max(1) as u64;
-    let needed = fds_needed_besides_connections(open_fds(), cores, outbound as u64);
-    let reserved = FDS_RESERVED.min(soft / 4).max(needed);
-    let per_core = usize::try_from(soft.saturating_sub(reserved) / cores).unwrap_or(usize::MAX);
-    per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX)
+/// [`crate::config::DestinationConfig::connections_max`]); the arithmetic is
+/// [`cap_for`]'s.
+pub fn connections_per_core(cores: usize, outbound: usize) -> ConnectionCap {
+    let limit = raise_fd_limit();
+    cap_for(limit, open_fds(), cores as u64, outbound as u64)
 }
 
-/// Descriptors the process needs besides ingress connections: `open` now (counted before the
-/// cores start), [`FDS_PER_CORE`] for each of `cores`, and `outbound` dispatcher connections.
-fn fds_needed_besides_connections(open: u64, cores: u64, outbound: u64) -> u64 {
-    open.saturating_add(cores.saturating_mul(FDS_PER_CORE)).saturating_add(outbound)
+/// The connection cap under a descriptor `limit` with `open` descriptors open, for `cores`
+/// cores and `outbound` dispatcher connections at most. Kept back: [`FDS_RESERVED`] or a
+/// quarter of the limit, whichever is smaller, but never less than what is needed besides
+/// connections — what is `open`, [`FDS_PER_CORE`] per core and the outbound connections, the
+/// latter counted up to a quarter of the limit (a destination allowed more connections than
+/// the whole limit must not shrink the ingress cap to nothing; the two then share it) — so
+/// under a small limit the cap is reached before an accept fails for want of a descriptor.
+fn cap_for(limit: u64, open: u64, cores: u64, outbound: u64) -> ConnectionCap {
+    let cores = cores.max(1);
+    let needed = open
+        .saturating_add(cores.saturating_mul(FDS_PER_CORE))
+        .saturating_add(outbound.min(limit / 4));
+    let kept_back = FDS_RESERVED.min(limit / 4).max(needed);
+    let per_core = usize::try_from(limit.saturating_sub(kept_back) / cores).unwrap_or(usize::MAX);
+    ConnectionCap {
+        per_core: per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX),
+        limit,
+        kept_back,
+    }
 }
 
 /// Descriptors this process has open (entries of `/proc/self/fd`, less the one reading it);
@@ -205,9 +240,46 @@ mod tests {
         drop(files);
     }
 
+    /// Under a small limit the descriptors already open, the cores' and the dispatcher's are
+    /// kept back (a quarter of 128 is fewer than the ~40 open at rest), so the cap is reached
+    /// before an accept fails.
     #[test]
-    fn kept_back_descriptors_cover_what_is_open_the_cores_and_the_dispatcher() {
-        assert_eq!(fds_needed_besides_connections(38, 2, 8), 38 + 2 * FDS_PER_CORE + 8);
-        assert_eq!(fds_needed_besides_connections(u64::MAX, 2, 8), u64::MAX);
+    fn a_small_limit_keeps_back_what_is_open_the_cores_and_the_dispatcher() {
+        let cap = cap_for(128, 40, 2, 16);
+        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 16);
+        assert_eq!(cap.per_core, (128 - 72) / 2);
+        assert!(cap.is_low());
+    }
+
+    /// A large limit keeps back 1024 (RocksDB's table files, logs, the dispatcher) and the
+    /// rest goes to connections, up to the per-core maximum.
+    #[test]
+    fn a_large_limit_keeps_back_1024() {
+        let cap = cap_for(8192, 40, 2, 64);
+        assert_eq!((cap.kept_back, cap.per_core), (1024, (8192 - 1024) / 2));
+        assert!(!cap.is_low());
+        let huge = cap_for(1 << 20, 40, 2, 64);
+        assert_eq!(huge.per_core, crate::limits::CONNECTIONS_PER_CORE_MAX);
+    }
+
+    /// A destination allowed as many connections as the whole limit counts for a quarter of
+    /// it: ingress and the dispatcher share the limit instead of ingress getting one
+    /// connection per core.
+    #[test]
+    fn outbound_connections_count_up_to_a_quarter_of_the_limit() {
+        let cap = cap_for(1024, 40, 2, 1024);
+        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 256);
+        assert_eq!(cap.per_core, (1024 - 312) / 2);
+    }
+
+    /// No room at all (or an unreadable limit, 0): one connection per core, reported low.
+    #[test]
+    fn no_room_leaves_one_connection_per_core_reported_low() {
+        for (limit, open) in [(40, 39), (40, 400), (0, 40)] {
+            let cap = cap_for(limit, open, 2, 16);
+            assert_eq!(cap.per_core, 1, "limit {limit}, {open} open");
+            assert!(cap.is_low());
+        }
+        assert_eq!(cap_for(u64::MAX, u64::MAX, 0, u64::MAX).per_core, 1, "no overflow");
     }
 }
