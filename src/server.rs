@@ -51,6 +51,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let listen = listeners[0].local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let notify = Arc::new(tokio::sync::Notify::new());
+    // tokio creates its process-wide signal pipe with the first runtime that has IO enabled,
+    // and panics (an abort, exit 134) when it cannot: create it now, while descriptors are
+    // plenty, so a limit too low for what follows fails the start with an error instead (later
+    // runtimes only duplicate the pipe, which fails with an error). No handler is installed.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("creating tokio's signal pipe")?;
     let ledger = open_ledger(&config, &notify, &metrics)?;
 
     let live = Arc::new(Live::new(Arc::clone(&config)));
