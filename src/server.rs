@@ -90,6 +90,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);
+    // Before the connection cap counts the open descriptors: its runtime holds some.
+    let mut signals = Signals::install().context("installing the signal handlers")?;
     let outbound = config.destinations.iter().map(DestinationConfig::connections_max).sum();
     let cap = ingress::connections_per_core(cores, outbound);
     if cap.is_low() {
@@ -104,7 +106,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let gate = Arc::new(Gate::new(total_max, per_ip_max));
     // No core accepts before every core is set up (ingress::startup), so a flood at start
     // cannot take the descriptors another core still needs.
-    let mut signals = Signals::install().context("installing the signal handlers")?;
     let (startup_gate, startups) = ingress::startup::gate(cores);
     for ((core, listener), startup) in listeners.into_iter().enumerate().zip(startups) {
         let stats = Arc::clone(&metrics.cores[core]);
