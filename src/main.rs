@@ -27,7 +27,10 @@ static REQUIRE_CPU_FEATURES: extern "C" fn() = require_cpu_features;
 #[cfg(target_arch = "x86_64")]
 extern "C" fn require_cpu_features() {
     // CPUID leaf 1, ECX: bit 20 SSE4.2, bit 1 PCLMULQDQ, bit 23 POPCNT (Intel SDM vol. 2A).
-    let ecx = std::arch::x86_64::__cpuid(1).ecx;
+    // `__cpuid` is a safe function in recent Rust and unsafe in older ones (rust-version
+    // 1.88). SAFETY: CPUID exists on every x86_64 CPU.
+    #[allow(unused_unsafe)]
+    let ecx = unsafe { std::arch::x86_64::__cpuid(1) }.ecx;
     let required = [
         (cfg!(target_feature = "sse4.2"), 20, "SSE4.2"),
         (cfg!(target_feature = "pclmulqdq"), 1, "PCLMULQDQ"),
