@@ -35,6 +35,9 @@ pub const SECRETS_PER_SOURCE_MAX: usize = 16;
 pub const SIGNATURES_PER_HEADER_MAX: usize = 16;
 /// Most open connections per ingress core; further accepts are closed at once.
 pub const CONNECTIONS_PER_CORE_MAX: usize = 16_384;
+/// Below this many connections per core (what the descriptor limit leaves), `serve` warns
+/// (`descriptor_limit_low`).
+pub const CONNECTIONS_PER_CORE_LOW: usize = 64;
 /// Size of one receive buffer in the io_uring provided-buffer ring, in bytes.
 pub const RECV_BUFFER_BYTES: usize = 16_384;
 /// Buffers in each core's provided-buffer ring (a power of two, as the kernel requires).

@@ -39,13 +39,7 @@ pub fn run(
     stop: &AtomicBool,
     startup: Startup,
 ) -> io::Result<()> {
-    let (runtime, listener) = match set_up(listener) {
-        Ok(parts) => parts,
-        Err(e) => {
-            startup.failed(&e);
-            return Err(e);
-        }
-    };
+    let (runtime, listener) = set_up(listener).inspect_err(|e| startup.failed(e))?;
     if !startup.ready() {
         return Ok(());
     }

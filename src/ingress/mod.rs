@@ -174,16 +174,14 @@ pub struct ConnectionCap {
 }
 
 impl ConnectionCap {
-    /// Whether the limit leaves fewer than [`CONNECTIONS_PER_CORE_LOW`] connections per core
+    /// Whether the limit leaves fewer than [`crate::limits::CONNECTIONS_PER_CORE_LOW`]
+    /// connections per core
     /// (or none: the cap is then 1 and accepts may fail for want of a descriptor), which
     /// `serve` warns about.
     pub fn is_low(&self) -> bool {
-        self.per_core < CONNECTIONS_PER_CORE_LOW
+        self.per_core < crate::limits::CONNECTIONS_PER_CORE_LOW
     }
 }
-
-/// Below this many connections per core, `serve` warns that the descriptor limit is low.
-pub const CONNECTIONS_PER_CORE_LOW: usize = 64;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
 /// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,

@@ -77,8 +77,8 @@ impl Startup {
     }
 
     /// Reports that this core could not set itself up, with why (the core then returns the
-    /// error itself).
-    pub fn failed(self, why: &std::io::Error) {
+    /// error itself and drops this handle).
+    pub fn failed(&self, why: &std::io::Error) {
         let _ = self.reports.send((self.core, Err(why.to_string())));
     }
 }

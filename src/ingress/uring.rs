@@ -270,13 +270,7 @@ pub fn run(
     stop: &AtomicBool,
     startup: Startup,
 ) -> io::Result<()> {
-    let (ring, bufs, efd) = match set_up() {
-        Ok(parts) => parts,
-        Err(e) => {
-            startup.failed(&e);
-            return Err(e);
-        }
-    };
+    let (ring, bufs, efd) = set_up().inspect_err(|e| startup.failed(e))?;
     let (tx, wake_rx) = crossbeam_channel::unbounded();
     let waker = Arc::new(Waker { efd, pending: AtomicBool::new(false), tx });
     let mut core = Core {
