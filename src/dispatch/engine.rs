@@ -7,7 +7,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 
 use super::attempt::{self, Target};
@@ -70,8 +70,8 @@ pub(super) struct Engine {
     attempts: JoinSet<Finished>,
     /// Settlements the settle queue gave back; re-offered first on every turn.
     unsettled: VecDeque<Settlement>,
-    replies_tx: mpsc::UnboundedSender<(usize, u64, bool)>,
-    replies_rx: mpsc::UnboundedReceiver<(usize, u64, bool)>,
+    /// Settlement replies from the shard writers (see [`Replies`]).
+    replies: Arc<Replies>,
     rng: rand::rngs::StdRng,
     /// Per shard: where the next scan starts (`(due_ms, seq)`, inclusive). New schedule entries
     /// always sort after what a scan has seen due (the shard writer gives new events a
@@ -128,8 +128,38 @@ struct Breaker {
 enum Wake {
     Stop,
     Finished(Finished),
-    Reply(usize, u64, bool),
+    /// Settlement replies are queued (taken by `drain_ready`).
+    Replies,
     Other,
+}
+
+/// Settlement replies on their way from the shard writers to the loop: `(shard, seq, written)`.
+/// A writer answers a whole commit inside [`crate::wake::batched`], so the loop is woken once
+/// per commit after every reply is queued, not at the first reply: woken at once, the loop —
+/// on the writer's CPU on a small machine — preempted the writer and took the replies one at a
+/// time (docs/benchmarks.md, run 23). Outside a batch a reply wakes the loop at once.
+#[derive(Default)]
+struct Replies {
+    queue: std::sync::Mutex<Vec<(usize, u64, bool)>>,
+    /// Notified when replies were queued (a permit is kept if the loop is not waiting).
+    ready: Notify,
+}
+
+impl Replies {
+    fn push(self: &Arc<Self>, shard: usize, seq: u64, ok: bool) {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((shard, seq, ok));
+        crate::wake::wake(self);
+    }
+
+    fn take(&self) -> Vec<(usize, u64, bool)> {
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl crate::wake::Wake for Replies {
+    fn wake_now(&self) {
+        self.ready.notify_one();
+    }
 }
 
 impl Engine {
@@ -144,7 +174,6 @@ impl Engine {
     ) -> Engine {
         // Each in-flight slot sends exactly one reply, so the channel holds at most
         // `in_flight.len()` messages: bounded by the set it serves.
-        let (replies_tx, replies_rx) = mpsc::unbounded_channel();
         let generation = live.generation();
         let config = live.get();
         let busy = vec![0; config.destinations.len()];
@@ -163,8 +192,7 @@ impl Engine {
             busy,
             attempts: JoinSet::new(),
             unsettled: VecDeque::new(),
-            replies_tx,
-            replies_rx,
+            replies: Arc::new(Replies::default()),
             rng: rand::SeedableRng::from_os_rng(),
             cursors,
             full_scan_at: now,
@@ -199,13 +227,13 @@ impl Engine {
                 Some(joined) = self.attempts.join_next(), if !self.attempts.is_empty() => {
                     joined.map_or_else(|e| lost(&e), Wake::Finished)
                 }
-                Some((shard, seq, ok)) = self.replies_rx.recv() => Wake::Reply(shard, seq, ok),
+                () = self.replies.ready.notified() => Wake::Replies,
                 () = tokio::time::sleep(deadline) => Wake::Other,
             };
             match wake {
                 Wake::Stop => break,
                 Wake::Finished(f) => self.finish(f),
-                Wake::Reply(shard, seq, ok) => self.settled(shard, seq, ok),
+                Wake::Replies => {}
                 Wake::Other => self.scan_wanted = true,
             }
             self.drain_ready();
@@ -270,7 +298,7 @@ impl Engine {
                 }
             }
         }
-        while let Ok((shard, seq, ok)) = self.replies_rx.try_recv() {
+        for (shard, seq, ok) in self.replies.take() {
             self.settled(shard, seq, ok);
         }
     }
@@ -565,11 +593,10 @@ impl Engine {
         attempts: u32,
         outcome: Outcome,
     ) {
-        let tx = self.replies_tx.clone();
-        let reply = Box::new(move |ok: bool| {
-            // The loop may be gone at shutdown; the write itself already happened or not.
-            let _ = tx.send((shard, seq, ok));
-        });
+        let replies = Arc::clone(&self.replies);
+        // Called by the shard writer after its commit. If the loop is gone (shutdown), the
+        // reply is never read: the write itself already happened or not.
+        let reply = Box::new(move |ok: bool| replies.push(shard, seq, ok));
         self.unsettled.push_back(Settlement { shard, seq, key, due_ms, attempts, outcome, reply });
         self.offer_settlements();
     }
@@ -742,5 +769,35 @@ mod tests {
         let task = super::attempt_task(client, target, event, 0);
         let bytes = std::mem::size_of_val(&task);
         assert!(bytes <= 1536, "an attempt task's future is {bytes} bytes");
+    }
+
+    /// Whether the loop would wake now: polls a fresh `notified()` once (taking a permit).
+    fn woken(replies: &super::Replies) -> bool {
+        use std::future::Future;
+        let mut notified = std::pin::pin!(replies.ready.notified());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        notified.as_mut().poll(&mut cx).is_ready()
+    }
+
+    /// A shard writer answers a commit inside `wake::batched`: the dispatcher loop is woken
+    /// once, after every reply of the commit is queued — woken at the first one, it preempted
+    /// the writer and took the replies one at a time (docs/benchmarks.md, run 23). A reply
+    /// outside a batch (a settlement dropped unprocessed, the PostgreSQL ledger) wakes it at once.
+    #[test]
+    fn a_commits_settlement_replies_wake_the_loop_once_after_the_last() {
+        let replies = std::sync::Arc::new(super::Replies::default());
+        crate::wake::batched(|| {
+            replies.push(0, 1, true);
+            replies.push(1, 7, false);
+            assert!(!woken(&replies), "woken before the commit's last reply");
+        });
+        assert!(woken(&replies), "not woken after the commit's replies");
+        assert!(!woken(&replies), "woken more than once for one commit");
+        assert_eq!(replies.take(), [(0, 1, true), (1, 7, false)]);
+        assert!(replies.take().is_empty());
+
+        replies.push(0, 2, true);
+        assert!(woken(&replies), "a reply outside a batch did not wake the loop");
+        assert_eq!(replies.take(), [(0, 2, true)]);
     }
 }
