@@ -134,12 +134,15 @@ enum Wake {
 }
 
 /// Settlement replies on their way from the shard writers to the loop: `(shard, seq, written)`.
-/// A writer answers a whole commit inside [`crate::wake::batched`], so the loop is woken once
+/// A writer (a RocksDB shard writer, or the PostgreSQL ledger's settlement thread) answers a
+/// whole commit inside [`crate::wake::batched`], so the loop is woken once
 /// per commit after every reply is queued, not at the first reply: woken at once, the loop —
 /// on the writer's CPU on a small machine — preempted the writer and took the replies one at a
 /// time (docs/benchmarks.md, run 23). Outside a batch a reply wakes the loop at once.
 #[derive(Default)]
 struct Replies {
+    /// Each in-flight slot gets exactly one reply, so this holds at most `in_flight.len()`
+    /// entries (replies arriving after the loop ended are freed with the last settlement).
     queue: std::sync::Mutex<Vec<(usize, u64, bool)>>,
     /// Notified when replies were queued (a permit is kept if the loop is not waiting).
     ready: Notify,
@@ -172,8 +175,6 @@ impl Engine {
         client: reqwest::Client,
         controls: Arc<super::Controls>,
     ) -> Engine {
-        // Each in-flight slot sends exactly one reply, so the channel holds at most
-        // `in_flight.len()` messages: bounded by the set it serves.
         let generation = live.generation();
         let config = live.get();
         let busy = vec![0; config.destinations.len()];
@@ -782,7 +783,7 @@ mod tests {
     /// A shard writer answers a commit inside `wake::batched`: the dispatcher loop is woken
     /// once, after every reply of the commit is queued — woken at the first one, it preempted
     /// the writer and took the replies one at a time (docs/benchmarks.md, run 23). A reply
-    /// outside a batch (a settlement dropped unprocessed, the PostgreSQL ledger) wakes it at once.
+    /// outside a batch (a settlement dropped unprocessed) wakes it at once.
     #[test]
     fn a_commits_settlement_replies_wake_the_loop_once_after_the_last() {
         let replies = std::sync::Arc::new(super::Replies::default());

@@ -669,11 +669,14 @@ fn settle_writer(shared: &Shared, rx: &Receiver<Job>, stop: &Receiver<()>) {
                 false
             }
         };
-        for job in batch {
-            if let Job::Settle(s) = job {
-                (s.reply)(ok);
+        // One wake-up of the dispatcher for the whole transaction (see `crate::wake`).
+        crate::wake::batched(|| {
+            for job in batch {
+                if let Job::Settle(s) = job {
+                    (s.reply)(ok);
+                }
             }
-        }
+        });
     }
     while let Ok(job) = rx.try_recv() {
         if let Job::Settle(s) = job {
