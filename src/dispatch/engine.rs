@@ -135,10 +135,10 @@ enum Wake {
 
 /// Settlement replies on their way from the shard writers to the loop: `(shard, seq, written)`.
 /// A writer (a RocksDB shard writer, or the PostgreSQL ledger's settlement thread) answers a
-/// whole commit inside [`crate::wake::batched`], so the loop is woken once
-/// per commit after every reply is queued, not at the first reply: woken at once, the loop —
-/// on the writer's CPU on a small machine — preempted the writer and took the replies one at a
-/// time (docs/benchmarks.md, run 23). Outside a batch a reply wakes the loop at once.
+/// whole commit inside [`crate::wake::batched`], so the loop is woken once per commit after
+/// every reply is queued, not at the first reply: woken at once, the loop — on the writer's
+/// CPU on a small machine — preempted the writer and took the replies one at a time
+/// (docs/benchmarks.md, run 24). Outside a batch a reply wakes the loop at once.
 #[derive(Default)]
 struct Replies {
     /// Each in-flight slot gets exactly one reply, so this holds at most `in_flight.len()`
@@ -782,7 +782,7 @@ mod tests {
 
     /// A shard writer answers a commit inside `wake::batched`: the dispatcher loop is woken
     /// once, after every reply of the commit is queued — woken at the first one, it preempted
-    /// the writer and took the replies one at a time (docs/benchmarks.md, run 23). A reply
+    /// X. A reply
     /// outside a batch (a settlement dropped unprocessed) wakes it at once.
     #[test]
     fn a_commits_settlement_replies_wake_the_loop_once_after_the_last() {
