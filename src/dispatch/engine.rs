@@ -782,7 +782,7 @@ mod tests {
 
     /// A shard writer answers a commit inside `wake::batched`: the dispatcher loop is woken
     /// once, after every reply of the commit is queued — woken at the first one, it preempted
-    /// X. A reply
+    /// the writer and took the replies one at a time (docs/benchmarks.md, run 24). A reply
     /// outside a batch (a settlement dropped unprocessed) wakes it at once.
     #[test]
     fn a_commits_settlement_replies_wake_the_loop_once_after_the_last() {
