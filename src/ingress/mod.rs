@@ -175,9 +175,8 @@ pub struct ConnectionCap {
 
 impl ConnectionCap {
     /// Whether the limit leaves fewer than [`crate::limits::CONNECTIONS_PER_CORE_LOW`]
-    /// connections per core
-    /// (or none: the cap is then 1 and accepts may fail for want of a descriptor), which
-    /// `serve` warns about.
+    /// connections per core (or none: the cap is then 1 and accepts may fail for want of a
+    /// descriptor), which `serve` warns about.
     pub fn is_low(&self) -> bool {
         self.per_core < crate::limits::CONNECTIONS_PER_CORE_LOW
     }
