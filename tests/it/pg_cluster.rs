@@ -149,6 +149,69 @@ fn serve_refuses_an_unmigrated_schema_and_migrate_is_idempotent() {
     assert!(!out.status.success() && stderr.contains("newer than this hookwall"), "{stderr}");
 }
 
+/// A column changed under a running node (an operator's mistake: `source_index` made BIGINT)
+/// fails each settlement transaction that reads it: the settlement is answered "not written"
+/// and logged, the attempt is repeated with the same key once the lease runs out, and after the
+/// column is put back the event is settled `delivered` and later events are settled too; an
+/// admin read of the event meanwhile is answered 503. Before, reading the changed column was a
+/// panic, which aborts the process (a broken invariant): the node crash-looped, delivering its
+/// leased events again at every restart.
+#[test]
+fn a_column_changed_under_a_running_node_fails_settlements_until_it_is_put_back() {
+    let pg = Postgres::start();
+    let sink = Sink::start(Script::always(200));
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(Io::Epoll, dir.path(), &sink.url());
+    setup.postgres = Some(pg.url());
+    setup.lease = "2s";
+    setup.destination_timeout = "1s";
+    setup.admin_token = Some("test-admin-token-0123456789".to_owned());
+    let hw = Hookwall::start(dir.path(), &setup);
+    let mut db = pg.client();
+    db.batch_execute("ALTER TABLE hookwall_events ALTER COLUMN source_index TYPE BIGINT").unwrap();
+    let source = stripe_a();
+    let deliver = |name: &str| {
+        let id = sign::unique_id(name);
+        let r = hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "k"));
+        assert_eq!(r.answer(), (200, "accepted".to_owned()), "stderr:\n{}", hw.stderr());
+        (id.clone(), source.key(&id))
+    };
+    let (id, key) = deliver("evt_drift");
+    sink.wait_for_key(&key, 1, FORWARD_TIMEOUT);
+    let deadline = Instant::now() + FORWARD_TIMEOUT;
+    while !hw.stderr().contains("settlement_not_written") {
+        assert!(Instant::now() < deadline, "no failed settlement logged; stderr:\n{}", hw.stderr());
+        std::thread::sleep(Duration::from_millis(20)); // poll interval
+    }
+    let auth = vec![("Authorization".to_owned(), "Bearer test-admin-token-0123456789".to_owned())];
+    let path = format!("/admin/events/{}", key.replace('/', "%2F"));
+    let read = crate::client::send_one(hw.admin, "GET", &path, &auth, b"");
+    assert_eq!(read.status, 503, "the admin read of a changed column: {read}");
+    db.batch_execute("ALTER TABLE hookwall_events ALTER COLUMN source_index TYPE INT").unwrap();
+    let mut state = |event_id: &str| -> String {
+        db.query_one("SELECT state FROM hookwall_events WHERE event_id = $1", &[&event_id])
+            .unwrap()
+            .get(0)
+    };
+    let settled = |state: &mut dyn FnMut(&str) -> String, event_id: &str| {
+        let deadline = Instant::now() + FORWARD_TIMEOUT;
+        while state(event_id) != "delivered" {
+            assert!(Instant::now() < deadline, "{event_id} not settled; stderr:\n{}", hw.stderr());
+            std::thread::sleep(Duration::from_millis(20)); // poll interval
+        }
+    };
+    settled(&mut state, &id);
+    assert!(sink.for_key(&key).len() >= 2, "the attempt was repeated with the same key");
+    let read = crate::client::send_one(hw.admin, "GET", &path, &auth, b"");
+    assert_eq!((read.status, read.json()["state"].clone()), (200, "delivered".into()), "{read}");
+    let (later, later_key) = deliver("evt_after_drift");
+    sink.wait_for_key(&later_key, 1, FORWARD_TIMEOUT);
+    settled(&mut state, &later);
+    let stderr = hw.stderr();
+    assert!(stderr.contains("ledger_write_failed"), "the failed transaction is logged: {stderr}");
+    assert!(!stderr.contains("panicked"), "no ledger thread panicked: {stderr}");
+}
+
 /// Two nodes with `ordering_key` whose events are admitted alternately on either node.
 fn ordered_nodes(
     pg: &Postgres,

@@ -108,12 +108,12 @@ impl Listing<'_> {
         let rows = client.query(&sql, &params).map_err(|e| db(&e))?;
         let mut items = Vec::new();
         for row in &rows {
-            let (keep, n): (bool, i64) = (row.get(row.len() - 2), row.get(row.len() - 1));
+            let (keep, n): (bool, i64) = (col(row, row.len() - 2)?, col(row, row.len() - 1)?);
             if keep {
                 items.push(item(row)?);
             }
             if items.len() >= limit || n == scan {
-                return Ok(Page { items, next_cursor: Some(encode_cursor(row, key_len)) });
+                return Ok(Page { items, next_cursor: Some(encode_cursor(row, key_len)?) });
             }
         }
         Ok(Page { items, next_cursor: None })
@@ -130,20 +130,23 @@ enum CursorValue {
 
 /// The first `key_len` columns of `row` as a cursor: hex of a JSON array of `{"t": text}`,
 /// `{"i": integer}` or `{"b": hex}`.
-fn encode_cursor(row: &Row, key_len: usize) -> String {
+///
+/// # Errors
+/// A key column of another type than its kind ([`col`]).
+fn encode_cursor(row: &Row, key_len: usize) -> Result<String, Error> {
     let mut values = Vec::with_capacity(key_len);
     for (i, column) in row.columns().iter().enumerate().take(key_len) {
         let ty = column.type_();
         let v = if *ty == postgres::types::Type::INT8 {
-            serde_json::json!({ "i": row.get::<_, i64>(i) })
+            serde_json::json!({ "i": col::<i64>(row, i)? })
         } else if *ty == postgres::types::Type::BYTEA {
-            serde_json::json!({ "b": hex::encode(row.get::<_, &[u8]>(i)) })
+            serde_json::json!({ "b": hex::encode(col::<&[u8]>(row, i)?) })
         } else {
-            serde_json::json!({ "t": row.get::<_, &str>(i) })
+            serde_json::json!({ "t": col::<&str>(row, i)? })
         };
         values.push(v);
     }
-    hex::encode(serde_json::Value::Array(values).to_string())
+    Ok(hex::encode(serde_json::Value::Array(values).to_string()))
 }
 
 /// A cursor handed out by [`encode_cursor`] for a list whose key has the column kinds `kinds`
@@ -178,6 +181,13 @@ fn decode_cursor(cursor: Option<&str>, kinds: &str) -> Result<Option<Vec<CursorV
 /// A failed statement as the admin API's read error.
 fn db(e: &postgres::Error) -> Error {
     Error::Database(schema::describe(e))
+}
+
+/// Column `i` of `row` as `T`. A column of another type (changed under the running node) is
+/// an error answered to the operator, not a panic: a panic aborts the whole process (a broken
+/// invariant, `cli::abort_on_panic`).
+fn col<'r, T: postgres::types::FromSql<'r>>(row: &'r Row, i: usize) -> Result<T, Error> {
+    row.try_get(i).map_err(|e| db(&e))
 }
 
 /// `tenant/source/event id` split at its first two `/` (tenant and source ids hold none).
@@ -273,27 +283,27 @@ impl PgLedger {
     /// An [`EventView`] of a row selected with [`VIEW`]'s columns.
     fn view(&self, row: &Row) -> Result<EventView, Error> {
         let (tenant, source, event_id) =
-            (row.get::<_, &str>(0), row.get::<_, &str>(1), row.get::<_, &str>(2));
-        let state = state_of(row.get(4))?;
-        let settled_at: Option<i64> = row.get(9);
-        let due: Option<i64> = row.get(10);
-        let fingerprint = <[u8; 32]>::try_from(row.get::<_, &[u8]>(6)).map_err(|_| {
+            (col::<&str>(row, 0)?, col::<&str>(row, 1)?, col::<&str>(row, 2)?);
+        let state = state_of(col(row, 4)?)?;
+        let settled_at: Option<i64> = col(row, 9)?;
+        let due: Option<i64> = col(row, 10)?;
+        let fingerprint = <[u8; 32]>::try_from(col::<&[u8]>(row, 6)?).map_err(|_| {
             Error::Database("hookwall_events: a fingerprint is not 32 bytes".to_owned())
         })?;
         Ok(EventView {
             key: format!("{tenant}/{source}/{event_id}"),
-            source: self.source_index(tenant, source, row.get(3)),
+            source: self.source_index(tenant, source, col(row, 3)?),
             state,
-            attempts: u32::try_from(row.get::<_, i32>(5)).unwrap_or(0),
+            attempts: u32::try_from(col::<i32>(row, 5)?).unwrap_or(0),
             fingerprint,
-            secret_id: row.get(7),
-            received_at_ms: as_u64(row.get(8)),
+            secret_id: col(row, 7)?,
+            received_at_ms: as_u64(col(row, 8)?),
             delivered_at_ms: settled_at.filter(|_| state == EventState::Delivered).map(as_u64),
             next_attempt_ms: due
                 .filter(|_| matches!(state, EventState::Received | EventState::Failed))
                 .map(as_u64),
-            last_error: row.get(11),
-            seq: as_u64(row.get(12)),
+            last_error: col(row, 11)?,
+            seq: as_u64(col(row, 12)?),
             shard: 0,
         })
     }
@@ -363,19 +373,21 @@ impl PgLedger {
             tx.commit().map_err(|e| db(&e))?;
             let attempts = history
                 .iter()
-                .map(|h| AttemptRecord {
-                    attempt: u32::try_from(h.get::<_, i32>(0)).unwrap_or(0),
-                    at_ms: as_u64(h.get(1)),
-                    outcome: h.get(2),
-                    error: h.get(3),
+                .map(|h| {
+                    Ok(AttemptRecord {
+                        attempt: u32::try_from(col::<i32>(h, 0)?).unwrap_or(0),
+                        at_ms: as_u64(col(h, 1)?),
+                        outcome: col(h, 2)?,
+                        error: col(h, 3)?,
+                    })
                 })
-                .collect();
+                .collect::<Result<_, Error>>()?;
             Ok(Some(EventDetail {
                 event,
-                payload: row.get(13),
-                content_type: row.get(14),
-                event_type: row.get(15),
-                signed_at: row.get(16),
+                payload: col(&row, 13)?,
+                content_type: col(&row, 14)?,
+                event_type: col(&row, 15)?,
+                signed_at: col(&row, 16)?,
                 attempts,
             }))
         })
@@ -414,14 +426,14 @@ impl PgLedger {
                 Ok(QuarantineView {
                     key: format!(
                         "{}/{}/{}",
-                        row.get::<_, &str>(1),
-                        row.get::<_, &str>(2),
-                        row.get::<_, &str>(3)
+                        col::<&str>(row, 1)?,
+                        col::<&str>(row, 2)?,
+                        col::<&str>(row, 3)?
                     ),
-                    source: self.source_index(row.get(1), row.get(2), -1),
-                    first_fingerprint: hex(row.get(5)),
-                    new_fingerprint: hex(Some(row.get(4))),
-                    received_at_ms: as_u64(row.get(0)),
+                    source: self.source_index(col(row, 1)?, col(row, 2)?, -1),
+                    first_fingerprint: hex(col(row, 5)?),
+                    new_fingerprint: hex(Some(col(row, 4)?)),
+                    received_at_ms: as_u64(col(row, 0)?),
                 })
             })
         })
@@ -457,7 +469,7 @@ impl PgLedger {
                 l.keep = Some(format!("source = {s}"));
             }
             l.run(client, cursor, limit, 2, |row| {
-                let id: &str = row.get(2);
+                let id: &str = col(row, 2)?;
                 let index = sources
                     .iter()
                     .position(|(_, s)| s == id)
@@ -465,11 +477,11 @@ impl PgLedger {
                     .unwrap_or(u32::MAX);
                 Ok(RejectedView {
                     source: index,
-                    received_at_ms: as_u64(row.get(0)),
-                    reason: row.get(3),
-                    event_id: row.get(4),
-                    body_bytes: as_u64(row.get(5)),
-                    fingerprint: hex::encode(row.get::<_, &[u8]>(6)),
+                    received_at_ms: as_u64(col(row, 0)?),
+                    reason: col(row, 3)?,
+                    event_id: col(row, 4)?,
+                    body_bytes: as_u64(col(row, 5)?),
+                    fingerprint: hex::encode(col::<&[u8]>(row, 6)?),
                 })
             })
         })
@@ -498,13 +510,13 @@ impl PgLedger {
             };
             l.run(client, cursor, limit, 2, |row| {
                 Ok(AuditRecord {
-                    at_ms: as_u64(row.get(0)),
-                    actor: row.get(2),
-                    action: row.get(3),
-                    key: row.get(4),
-                    destination: row.get(5),
-                    reason: row.get(6),
-                    state_before: row.get(7),
+                    at_ms: as_u64(col(row, 0)?),
+                    actor: col(row, 2)?,
+                    action: col(row, 3)?,
+                    key: col(row, 4)?,
+                    destination: col(row, 5)?,
+                    reason: col(row, 6)?,
+                    state_before: col(row, 7)?,
                 })
             })
         })
@@ -622,7 +634,7 @@ fn operate_tx(
     let Some(row) = row else {
         return Ok(Err(OpRefused::NotFound));
     };
-    let Some(before) = EventState::from_code(row.get(0)) else {
+    let Some(before) = EventState::from_code(row.try_get(0)?) else {
         return Ok(Err(OpRefused::Unavailable));
     };
     let allowed = match op.action {
@@ -636,7 +648,7 @@ fn operate_tx(
     if !allowed {
         return Ok(Err(OpRefused::State(before)));
     }
-    if op.action == OpAction::Replay && !row.get::<_, bool>(1) {
+    if op.action == OpAction::Replay && !row.try_get::<_, bool>(1)? {
         return Ok(Err(OpRefused::PayloadGone));
     }
     let now = crate::clock::now_unix_ms();

@@ -528,7 +528,7 @@ fn admit_batch(
     // The winning fingerprint of every key of the batch.
     let mut bound: HashMap<String, [u8; 32]> = HashMap::with_capacity(first.len());
     for row in &inserted {
-        if let Some(&i) = seq_of.get(&row.get::<_, i64>(0)) {
+        if let Some(&i) = seq_of.get(&row.try_get::<_, i64>(0)?) {
             decisions[i] = Decision::Accepted;
             bound.insert(batch[i].key.clone(), batch[i].fingerprint);
         }
@@ -538,11 +538,11 @@ fn admit_batch(
         for row in existing {
             let key = format!(
                 "{}/{}/{}",
-                row.get::<_, &str>(0),
-                row.get::<_, &str>(1),
-                row.get::<_, &str>(2)
+                row.try_get::<_, &str>(0)?,
+                row.try_get::<_, &str>(1)?,
+                row.try_get::<_, &str>(2)?
             );
-            if let Ok(fp) = <[u8; 32]>::try_from(row.get::<_, &[u8]>(3)) {
+            if let Ok(fp) = <[u8; 32]>::try_from(row.try_get::<_, &[u8]>(3)?) {
                 bound.entry(key).or_insert(fp);
             }
         }
@@ -739,8 +739,10 @@ fn settle_batch(
                     Outcome::Delivered { at_ms } => {
                         let rows =
                             tx.query(SETTLE_DELIVERED, &[&seq, &attempts, &as_i64(*at_ms), &due])?;
-                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
-                        settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), false)));
+                        for r in &rows {
+                            released |= r.try_get::<_, bool>(1)?;
+                            settled.push((r.try_get::<_, i32>(0)?, false));
+                        }
                         (rows.len(), "delivered", as_i64(*at_ms), None)
                     }
                     Outcome::Retry { next_ms, error } => {
@@ -754,8 +756,10 @@ fn settle_batch(
                         let error = truncate_utf8(error, ATTEMPT_ERROR_BYTES_MAX);
                         let rows =
                             tx.query(SETTLE_DEAD, &[&seq, &attempts, &now_ms, &due, &error])?;
-                        released |= rows.iter().any(|r| r.get::<_, bool>(1));
-                        settled.extend(rows.iter().map(|r| (r.get::<_, i32>(0), true)));
+                        for r in &rows {
+                            released |= r.try_get::<_, bool>(1)?;
+                            settled.push((r.try_get::<_, i32>(0)?, true));
+                        }
                         (rows.len(), "dead", now_ms, Some(error))
                     }
                 };
@@ -847,6 +851,37 @@ impl PgLedger {
     }
 }
 
+/// The [`DueEvent`] of one row of `LEASE` (columns in its `RETURNING` order).
+///
+/// # Errors
+/// A column whose type is not the schema's (`postgres::Error` from `try_get`).
+fn due_event(
+    row: &postgres::Row,
+    sources: &[(String, String)],
+) -> Result<DueEvent, postgres::Error> {
+    let (tenant, source) = (row.try_get::<_, &str>(2)?, row.try_get::<_, &str>(3)?);
+    let index = match sources.iter().position(|(t, s)| t == tenant && s == source) {
+        Some(i) => u32::try_from(i).unwrap_or(u32::MAX),
+        None => u32::try_from(row.try_get::<_, i32>(5)?).unwrap_or(u32::MAX),
+    };
+    Ok(DueEvent {
+        shard: 0,
+        seq: as_u64(row.try_get(0)?),
+        due_ms: as_u64(row.try_get(1)?),
+        key: format!("{tenant}/{source}/{}", row.try_get::<_, &str>(4)?),
+        source: index,
+        attempts: u32::try_from(row.try_get::<_, i32>(6)?).unwrap_or(0),
+        received_at_ms: as_u64(row.try_get(7)?),
+        secret_id: row.try_get(8)?,
+        signed_at: row.try_get(9)?,
+        content_type: row.try_get(10)?,
+        body: row.try_get::<_, Option<Vec<u8>>>(11)?.unwrap_or_default(),
+        // R22 is decided by the LEASE statement across nodes: only a group's head is ever
+        // returned, so the dispatcher need not hold anything back.
+        ordering: None,
+    })
+}
+
 impl Inbox for PgLedger {
     fn shards(&self) -> usize {
         1
@@ -871,34 +906,20 @@ impl Inbox for PgLedger {
             c.query(LEASE, &[&as_i64(now_ms), &deadline, &shared.opts.node, &limit])
         })?;
         let sources = &shared.opts.sources;
-        let mut events: Vec<DueEvent> = rows
-            .iter()
-            .map(|row| {
-                let (tenant, source) = (row.get::<_, &str>(2), row.get::<_, &str>(3));
-                let index = sources
-                    .iter()
-                    .position(|(t, s)| t == tenant && s == source)
-                    .and_then(|i| u32::try_from(i).ok())
-                    .unwrap_or_else(|| u32::try_from(row.get::<_, i32>(5)).unwrap_or(u32::MAX));
-                DueEvent {
-                    shard: 0,
-                    seq: as_u64(row.get(0)),
-                    due_ms: as_u64(row.get(1)),
-                    key: format!("{tenant}/{source}/{}", row.get::<_, &str>(4)),
-                    source: index,
-                    attempts: u32::try_from(row.get::<_, i32>(6)).unwrap_or(0),
-                    received_at_ms: as_u64(row.get(7)),
-                    secret_id: row.get(8),
-                    signed_at: row.get(9),
-                    content_type: row.get(10),
-                    body: row.get::<_, Option<Vec<u8>>>(11).unwrap_or_default(),
-                    // R22 is decided by the LEASE statement across nodes: only a group's
-                    // head is ever returned, so the dispatcher need not hold anything back.
-                    ordering: None,
-                }
-            })
-            .filter(|e| !skip(e.seq))
-            .collect();
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match due_event(row, sources) {
+                Ok(e) if !skip(e.seq) => events.push(e),
+                Ok(_) => {}
+                // Leased but unreadable (a column changed under the running node): its lease
+                // runs out and it is read again then; the others of the scan go ahead.
+                Err(e) => tracing::error!(
+                    code = "ledger_row_unreadable",
+                    error = %schema::describe(&e),
+                    "A leased PostgreSQL row could not be read; it is leased again when its lease runs out."
+                ),
+            }
+        }
         events.sort_by_key(|e| (e.received_at_ms, e.seq));
         Ok(events)
     }
@@ -912,7 +933,7 @@ impl Inbox for PgLedger {
                 )
             })
             .ok()?;
-        row.get::<_, Option<i64>>(0).map(as_u64)
+        row.try_get::<_, Option<i64>>(0).ok().flatten().map(as_u64)
     }
 
     fn settle(&self, settlement: Settlement) -> Result<(), Settlement> {

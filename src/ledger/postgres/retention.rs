@@ -74,7 +74,7 @@ pub fn sweep(shared: &Shared, client: &mut Client) -> Result<usize, postgres::Er
         for _ in 0..SWEEP_ROUNDS_MAX {
             let mut tx = client.transaction()?;
             let rows = tx.query(statement, &[&cutoff, &SWEEP_BATCH_MAX])?;
-            let seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+            let seqs = rows.iter().map(|r| r.try_get(0)).collect::<Result<Vec<i64>, _>>()?;
             if !seqs.is_empty() {
                 tx.execute(EXPIRE_ATTEMPTS, &[&seqs])?;
             }

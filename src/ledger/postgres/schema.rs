@@ -187,11 +187,11 @@ pub fn current(client: &mut postgres::Client) -> Result<i32, SchemaError> {
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'hookwall_schema'",
         &[],
     )?;
-    if exists.get::<_, i64>(0) == 0 {
+    if exists.try_get::<_, i64>(0)? == 0 {
         return Ok(0);
     }
     let row = client.query_one("SELECT max(version) FROM hookwall_schema", &[])?;
-    Ok(row.get::<_, Option<i32>>(0).unwrap_or(0))
+    Ok(row.try_get::<_, Option<i32>>(0)?.unwrap_or(0))
 }
 
 /// Refuses a schema that is not exactly [`VERSION`] (checked by `serve` at start-up).
