@@ -30,6 +30,7 @@ mod classify;
 mod engine;
 mod h1;
 mod nats;
+pub use nats::is_nats_client_panic;
 #[cfg(test)]
 mod tests;
 

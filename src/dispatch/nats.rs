@@ -40,10 +40,28 @@ async fn client(url: &str, timeout: Duration) -> Result<async_nats::Client, Atte
     }
 }
 
+/// Whether a panic at source file `file` (its `Location`) happened inside the NATS client
+/// library. Such a panic is contained (logged, not aborting the process; see
+/// `cli::abort_on_panic`): async-nats 0.51 panics on some malformed server input — an `-ERR`
+/// line without a message, a `MSG` length near `usize::MAX`, a header value with a bare CR —
+/// so whoever answers on a destination's NATS address could otherwise abort hookwall, and again
+/// at every restart while the event is due. The panic ends the client's connection task (or
+/// the attempt's publish task, see [`publish`]); the attempt fails and is retried on a new
+/// connection.
+pub fn is_nats_client_panic(file: &str) -> bool {
+    file.contains("/async-nats-") || file.starts_with("async-nats-")
+}
+
 /// Publishes attempt `attempt` of `event` and waits for the stream's ack, all within
 /// `target.timeout`. Ack from `nats.stream` → `Status { code: 200 }` (delivered); an ack from
 /// another stream (the subject is bound elsewhere) → 409, a permanent failure; no ack in time →
 /// `Timeout`; no stream listens on the subject → `Other` (retried).
+///
+/// The publish runs in its own task, so a panic inside the client library
+/// ([`is_nats_client_panic`]) fails this attempt (`Other`) instead of the attempt task. After any
+/// failure but a timeout the server's client is dropped from the cache: a client whose
+/// connection task ended that way would fail every later publish, and the next attempt
+/// connects anew (a timeout alone says the server is slow, not that the client is broken).
 pub(super) async fn publish(
     target: &Target,
     nats: &NatsTarget,
@@ -51,18 +69,21 @@ pub(super) async fn publish(
     body: Vec<u8>,
     attempt: u32,
 ) -> AttemptResult {
-    let work = async {
-        let client = client(&target.url, target.timeout).await?;
-        let js = async_nats::jetstream::new(client);
-        let mut headers = async_nats::HeaderMap::new();
-        for (name, value) in &super::attempt::forward_headers(target, event, attempt) {
-            if let Ok(value) = value.to_str() {
-                headers.insert(train_case(name.as_str()).as_str(), value);
-            }
+    let (url, timeout) = (target.url.clone(), target.timeout);
+    let (subject, stream) = (nats.subject.clone(), nats.stream.clone());
+    let mut headers = async_nats::HeaderMap::new();
+    for (name, value) in &super::attempt::forward_headers(target, event, attempt) {
+        if let Ok(value) = value.to_str() {
+            headers.insert(train_case(name.as_str()).as_str(), value);
         }
-        headers.insert("Nats-Msg-Id", event.key.as_str());
+    }
+    headers.insert("Nats-Msg-Id", event.key.as_str());
+    let server = url.clone();
+    let work = async move {
+        let client = client(&server, timeout).await?;
+        let js = async_nats::jetstream::new(client);
         let ack = js
-            .publish_with_headers(nats.subject.clone(), headers, body.into())
+            .publish_with_headers(subject, headers, body.into())
             .await
             .map_err(|e| AttemptResult::Other(super::attempt::short(&e.to_string())))?
             .await
@@ -70,16 +91,27 @@ pub(super) async fn publish(
                 PublishErrorKind::TimedOut => AttemptResult::Timeout,
                 _ => AttemptResult::Other(super::attempt::short(&e.to_string())),
             })?;
-        if ack.stream == nats.stream {
+        if ack.stream == stream {
             Ok(AttemptResult::Status { code: 200, retry_after: None })
         } else {
             Ok(AttemptResult::Status { code: 409, retry_after: None })
         }
     };
-    match tokio::time::timeout(target.timeout, work).await {
-        Ok(Ok(result) | Err(result)) => result,
-        Err(_) => AttemptResult::Timeout,
+    let mut task = tokio::spawn(work);
+    let result = match tokio::time::timeout(timeout, &mut task).await {
+        Ok(Ok(Ok(result) | Err(result))) => result,
+        Ok(Err(e)) => {
+            AttemptResult::Other(super::attempt::short(&format!("the NATS client failed: {e}")))
+        }
+        Err(_) => {
+            task.abort();
+            AttemptResult::Timeout
+        }
+    };
+    if !matches!(result, AttemptResult::Status { .. } | AttemptResult::Timeout) {
+        clients().lock().await.remove(&url);
     }
+    result
 }
 
 /// `idempotency-key` → `Idempotency-Key`: NATS header names are case-sensitive, so the
@@ -96,6 +128,27 @@ fn train_case(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Where rustc places a registry crate's panics (CI's `$CARGO_HOME` included), and
+    /// nothing of hookwall's own or of another crate.
+    #[test]
+    fn only_the_nats_client_crate_s_panics_are_contained() {
+        for file in [
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/async-nats-0.51.0/src/connection.rs",
+            "/home/ci/.cargo/registry/src/index.crates.io-0000/async-nats-0.52.1/src/header.rs",
+            "async-nats-0.51.0/src/connection.rs",
+        ] {
+            assert!(super::is_nats_client_panic(file), "{file}");
+        }
+        for file in [
+            "src/dispatch/nats.rs",
+            "src/ledger/writer.rs",
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rocksdb-0.24.0/src/db.rs",
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/nats-0.1.0/src/lib.rs",
+        ] {
+            assert!(!super::is_nats_client_panic(file), "{file}");
+        }
+    }
+
     #[test]
     fn header_names_keep_the_spec_spelling() {
         assert_eq!(super::train_case("idempotency-key"), "Idempotency-Key");

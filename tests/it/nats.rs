@@ -228,3 +228,74 @@ fn jetstream_stores_a_delivered_event_once_even_when_the_publish_is_retried() {
     wait("the second event delivered", FORWARD_TIMEOUT, || attempts(&hw, "delivered") >= 2.0);
     assert_eq!(stored(&rt, &js), 2, "the retried publish was stored once");
 }
+
+/// A loopback TCP proxy that, on the `n`-th connection (from 0) listed in `inject`, writes
+/// that entry's bytes to the client after forwarding the server's `after`-th chunk — a NATS
+/// server (or whoever answers on its address) sending a malformed protocol line.
+fn injecting_proxy(upstream: u16, inject: Vec<Option<(usize, &'static [u8])>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (n, client) in listener.incoming().enumerate() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || copy(client, server, None));
+            let garbage = inject.get(n).copied().flatten();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (mut from, mut to) = (s2, c2);
+                let mut buf = [0u8; 16 * 1024];
+                let mut chunks = 0;
+                while let Ok(k) = from.read(&mut buf) {
+                    if k == 0 || to.write_all(&buf[..k]).is_err() {
+                        break;
+                    }
+                    chunks += 1;
+                    if let Some((_, bytes)) = garbage.filter(|(after, _)| *after == chunks) {
+                        let _ = to.write_all(bytes);
+                    }
+                }
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    port
+}
+
+/// A NATS server that sends malformed protocol lines — here an `-ERR` without a message during
+/// the handshake, then a `MSG` whose length is `usize::MAX` — makes the NATS client library
+/// panic. hookwall contains it: the attempt fails and is retried on a new connection, the
+/// event is delivered once the server behaves, and the process keeps serving. Before, each
+/// panic aborted the process, and every restart aborted again while the event was due.
+#[test]
+fn malformed_nats_server_answers_fail_attempts_without_aborting_the_process() {
+    let server = NatsServer::start();
+    let rt = runtime();
+    let js = create_stream(&rt, &server.url());
+    let port = injecting_proxy(
+        server.port,
+        vec![Some((1, b"-ERR\r\n")), Some((2, b"MSG x 1 18446744073709551615\r\n"))],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(Io::Epoll, dir.path(), &format!("nats://127.0.0.1:{port}"));
+    setup.destination_extra =
+        format!("kind = \"nats\"\nsubject = \"{SUBJECT}\"\nstream = \"{STREAM}\"");
+    setup.destination_timeout = "1s";
+    setup.attempts_max = 10;
+    let mut hw = Hookwall::start(dir.path(), &setup);
+    let source = stripe_a();
+    let id = sign::unique_id("evt_nats_garbage");
+    let body = sign::body(Provider::Stripe, &id, "garbage");
+    assert_eq!(hw.deliver(&source, &id, &body).answer(), (200, "accepted".to_owned()));
+    wait("the event delivered", FORWARD_TIMEOUT, || attempts(&hw, "delivered") >= 1.0);
+    assert_eq!(stored(&rt, &js), 1);
+    let stderr = hw.stderr();
+    assert_eq!(stderr.matches("nats_client_panicked").count(), 2, "{stderr}");
+    assert!(attempts(&hw, "retry") >= 2.0, "each malformed answer failed an attempt");
+    let later = sign::unique_id("evt_nats_after");
+    let body = sign::body(Provider::Stripe, &later, "after");
+    assert_eq!(hw.deliver(&source, &later, &body).answer(), (200, "accepted".to_owned()));
+    wait("the later event delivered", FORWARD_TIMEOUT, || attempts(&hw, "delivered") >= 2.0);
+    assert!(hw.stop().success(), "the process ran on; stderr:\n{}", hw.stderr());
+}
