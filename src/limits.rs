@@ -117,6 +117,14 @@ pub const PIE_STEP_MAX: f64 = 0.02;
 /// `MAX_BURST`, 150 ms).
 pub const PIE_BURST_ALLOWANCE: std::time::Duration = std::time::Duration::from_millis(150);
 
+/// Longest duration any config field takes: 100 years of 365.25 days (humantime's `y`, so
+/// `"100y"` is the most). Every deadline computed from one stays representable — a monotonic
+/// `Instant`, Unix milliseconds, a `u64` of nanoseconds (584 years) and an RFC 3339 year below
+/// 10000 (the admin API's timestamps). Without it `timeout = "300000000000y"` passed the config
+/// check and aborted `serve` at the first attempt ("overflow when adding duration to instant").
+pub const CONFIG_DURATION_MAX: std::time::Duration =
+    std::time::Duration::from_secs(100 * 31_557_600);
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

@@ -544,13 +544,22 @@ impl Check<'_> {
         self.warnings.push(format!("{field}: {message}"));
     }
 
-    /// A humantime duration, `default` when absent or bad (bad is an error).
+    /// A humantime duration, `default` when absent or bad (bad is an error). At most
+    /// [`crate::limits::CONFIG_DURATION_MAX`] (100 years); longer is an error.
     fn duration(&mut self, field: &str, raw: Option<&str>, default: Duration) -> Duration {
         let Some(text) = raw else { return default };
-        humantime::parse_duration(text).unwrap_or_else(|e| {
-            self.error(field, format!("{text:?} is not a duration like \"10s\" or \"7d\" ({e})"));
-            default
-        })
+        match humantime::parse_duration(text) {
+            Ok(d) if d <= crate::limits::CONFIG_DURATION_MAX => d,
+            Ok(_) => {
+                self.error(field, format!("{text:?} is longer than durations may be (100 years)"));
+                default
+            }
+            Err(e) => {
+                let problem = format!("{text:?} is not a duration like \"10s\" or \"7d\" ({e})");
+                self.error(field, problem);
+                default
+            }
+        }
     }
 
     /// A duration that must be greater than zero.
@@ -1795,6 +1804,39 @@ mod tests {
         check(&both, Expect::Errors(&["server.lisen: unknown key", "server.read_timeout"]));
         check("[server\n", Expect::Errors(&["line 1, column"]));
         check("", Expect::Errors(&["source: no [[source]] is configured"]));
+    }
+
+    /// Every duration field is capped at 100 years (`CONFIG_DURATION_MAX`): a longer one is
+    /// an error naming the field, not a value that overflows a deadline later (a helper's
+    /// audit found `timeout = "300000000000y"` accepted, then `serve` aborted at the first
+    /// attempt, and `backoff_min` of ~8 000 years panicked the admin API's timestamps).
+    #[test]
+    fn durations_longer_than_100_years_are_refused() {
+        let long = "\"101y\"";
+        let config = minimal_with(
+            &format!("[server]\nread_timeout = {long}\n[ledger]\npayload_retention = {long}\n"),
+            &format!("tolerance = {long}\nack_deadline = \"300000000000y\""),
+        )
+        .replace(
+            "url = \"http://127.0.0.1:3000/hooks\"",
+            &format!("url = \"http://127.0.0.1:3000/hooks\"\ntimeout = {long}\nbackoff_min = {long}\nbackoff_max = {long}"),
+        );
+        check(
+            &config,
+            Expect::Errors(&[
+                "server.read_timeout: \"101y\" is longer than durations may be (100 years)",
+                "ledger.payload_retention: \"101y\" is longer",
+                "destination[d].timeout: \"101y\" is longer",
+                "destination[d].backoff_min: \"101y\" is longer",
+                "destination[d].backoff_max: \"101y\" is longer",
+                "source[s].tolerance: \"101y\" is longer",
+                "source[s].ack_deadline: \"300000000000y\" is longer",
+            ]),
+        );
+        let hundred = "\"100y\"";
+        let config = minimal_with(&format!("[ledger]\ndedupe_retention = {hundred}\n"), "");
+        let config = check(&config, Expect::Ok(&[])).unwrap();
+        assert_eq!(config.ledger.dedupe_retention, crate::limits::CONFIG_DURATION_MAX);
     }
 
     #[test]
