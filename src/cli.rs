@@ -230,13 +230,13 @@ fn verify(args: VerifyArgs) -> ExitCode {
 /// A panic anywhere is a broken invariant (STYLE "Errors"): log it and abort the whole
 /// process, so systemd restarts it and recovery runs from the ledger, instead of limping on
 /// with a dead shard writer or core. The one exception is a panic inside the NATS client
-/// library ([`crate::dispatch::is_nats_client_panic`]): caused by what a NATS server sent, not
-/// by a broken invariant of ours, it unwinds the client's task and fails one attempt.
+/// library ([`crate::dispatch::contain_nats_client_panic`]): caused by what a NATS server
+/// sent, not by a broken invariant of ours, it unwinds the client's task and fails one attempt.
 fn abort_on_panic() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if info.location().is_some_and(|l| crate::dispatch::is_nats_client_panic(l.file())) {
-            tracing::error!(code = "nats_client_panicked", panic = %info, "The NATS client library panicked on what a NATS server sent; that connection is dropped and the attempt retried.");
+        if info.location().is_some_and(|l| crate::dispatch::contain_nats_client_panic(l.file())) {
+            tracing::error!(code = "nats_client_panicked", panic = %info, "The NATS client library panicked on what a NATS server sent; the attempt fails (retried unless it was the last) and the destination's client connects anew.");
             return;
         }
         tracing::error!(code = "panic", panic = %info, "broken invariant; aborting");

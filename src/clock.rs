@@ -21,3 +21,28 @@ pub fn now_unix_s() -> i64 {
 pub fn monotonic() -> Instant {
     Instant::now()
 }
+
+/// The last millisecond RFC 3339 can write with a four-digit year: 9999-12-31T23:59:59.999Z.
+const RFC3339_MS_MAX: u64 = 253_402_300_799_999;
+
+/// Unix milliseconds `ms` as RFC 3339 (UTC, milliseconds), e.g. `2026-12-02T01:31:14.000Z`.
+/// A time past year 9999 — only from a damaged or hand-edited record — is written as
+/// 9999-12-31T23:59:59.999Z instead of panicking (humantime's formatter refuses five-digit
+/// years, and a panic aborts `serve`).
+pub fn rfc3339_ms(ms: u64) -> String {
+    let at = UNIX_EPOCH + std::time::Duration::from_millis(ms.min(RFC3339_MS_MAX));
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_is_written_for_every_millisecond_value() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339_ms(1_764_639_074_123), "2025-12-02T01:31:14.123Z");
+        assert_eq!(super::rfc3339_ms(super::RFC3339_MS_MAX), "9999-12-31T23:59:59.999Z");
+        for past in [super::RFC3339_MS_MAX + 1, 1 << 60, u64::MAX] {
+            assert_eq!(super::rfc3339_ms(past), "9999-12-31T23:59:59.999Z", "{past}");
+        }
+    }
+}

@@ -12,8 +12,6 @@
 // Errors here are the HTTP answer itself, built once per admin request, off the hot path.
 #![allow(clippy::result_large_err)]
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
@@ -323,9 +321,9 @@ fn map_page<T>(page: Page<T>, f: impl Fn(T) -> Value) -> Page<Value> {
     Page { items: page.items.into_iter().map(f).collect(), next_cursor: page.next_cursor }
 }
 
-/// RFC 3339 (UTC, milliseconds) of Unix milliseconds.
+/// RFC 3339 (UTC, milliseconds) of Unix milliseconds ([`crate::clock::rfc3339_ms`]).
 fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    crate::clock::rfc3339_ms(ms)
 }
 
 /// The source id inside an idempotency key `tenant/source/event id`.

@@ -550,7 +550,7 @@ impl Check<'_> {
         let Some(text) = raw else { return default };
         match humantime::parse_duration(text) {
             Ok(d) if d <= crate::limits::CONFIG_DURATION_MAX => d,
-            Ok(_) => {
+            Ok(_) | Err(humantime::DurationError::NumberOverflow) => {
                 self.error(field, format!("{text:?} is longer than durations may be (100 years)"));
                 default
             }
@@ -880,11 +880,13 @@ impl Check<'_> {
         let field = |name: &str| format!("{label}.{name}");
         let timeout = self.duration_positive(&field("timeout"), raw.timeout.as_deref(), secs(10));
         let attempts = self.int(&field("attempts_max"), raw.attempts_max, 5, ATTEMPTS);
+        let errors_before = self.errors.len();
         let backoff_min =
             self.duration_positive(&field("backoff_min"), raw.backoff_min.as_deref(), secs(1));
         let backoff_max =
             self.duration(&field("backoff_max"), raw.backoff_max.as_deref(), secs(3600));
-        if backoff_min > backoff_max {
+        // Compared only when both were taken as written (a refused one stands at its default).
+        if self.errors.len() == errors_before && backoff_min > backoff_max {
             self.error(&field("backoff_min"), "is greater than backoff_max");
         }
         let concurrency = self.int(&field("concurrency_max"), raw.concurrency_max, 64, CONCURRENCY);
@@ -1831,6 +1833,18 @@ mod tests {
                 "destination[d].backoff_max: \"101y\" is longer",
                 "source[s].tolerance: \"101y\" is longer",
                 "source[s].ack_deadline: \"300000000000y\" is longer",
+            ]),
+        );
+        // Past what humantime counts, the same message; a refused backoff_max is not also
+        // compared with backoff_min.
+        let config = MINIMAL.replace(
+            "url = \"http://127.0.0.1:3000/hooks\"",
+            "url = \"http://127.0.0.1:3000/hooks\"\nbackoff_min = \"100y\"\nbackoff_max = \"99999999999999999999ns\"",
+        );
+        check(
+            &config,
+            Expect::Errors(&[
+                "destination[d].backoff_max: \"99999999999999999999ns\" is longer than durations may be",
             ]),
         );
         let hundred = "\"100y\"";

@@ -233,10 +233,9 @@ pub(super) fn event_id(key: &str) -> &str {
     key.splitn(3, '/').nth(2).unwrap_or(key)
 }
 
-/// `Hookwall-Received-At`: RFC 3339 with milliseconds, UTC.
+/// `Hookwall-Received-At`: RFC 3339 with milliseconds, UTC ([`crate::clock::rfc3339_ms`]).
 fn received_at(received_at_ms: u64) -> String {
-    let at = std::time::UNIX_EPOCH + Duration::from_millis(received_at_ms);
-    humantime::format_rfc3339_millis(at).to_string()
+    crate::clock::rfc3339_ms(received_at_ms)
 }
 
 /// `Hookwall-Verification: provider=…; key_id=…[; skew_s=…]` — skew is received-at seconds

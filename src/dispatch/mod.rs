@@ -30,7 +30,7 @@ mod classify;
 mod engine;
 mod h1;
 mod nats;
-pub use nats::is_nats_client_panic;
+pub use nats::contain_panic as contain_nats_client_panic;
 #[cfg(test)]
 mod tests;
 

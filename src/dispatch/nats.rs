@@ -6,6 +6,7 @@
 //! as NATS headers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -16,40 +17,63 @@ use super::classify::AttemptResult;
 use crate::config::NatsTarget;
 use crate::ledger::DueEvent;
 
-/// One client per server URL, connected on first use and reconnecting by itself afterwards.
-fn clients() -> &'static tokio::sync::Mutex<HashMap<String, async_nats::Client>> {
-    static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, async_nats::Client>>> =
+/// One client per server URL, connected on first use and reconnecting by itself afterwards;
+/// replaced after a panic inside the client library (tagged with [`CONTAINED_PANICS`] at
+/// connect).
+fn clients() -> &'static tokio::sync::Mutex<HashMap<String, (async_nats::Client, u64)>> {
+    static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, (async_nats::Client, u64)>>> =
         OnceLock::new();
     CLIENTS.get_or_init(|| tokio::sync::Mutex::new(HashMap::new()))
 }
 
+/// Panics inside the client library contained so far ([`contain_panic`]). A client connected
+/// before the latest may have lost its connection task to it, and would fail every later
+/// publish: [`client`] connects anew instead.
+static CONTAINED_PANICS: AtomicU64 = AtomicU64::new(0);
+
 async fn client(url: &str, timeout: Duration) -> Result<async_nats::Client, AttemptResult> {
     let mut clients = clients().lock().await;
-    if let Some(c) = clients.get(url) {
-        return Ok(c.clone());
+    let panics = CONTAINED_PANICS.load(Ordering::SeqCst);
+    if let Some((c, at)) = clients.get(url) {
+        if *at == panics {
+            return Ok(c.clone());
+        }
     }
     let options = async_nats::ConnectOptions::new()
         .connection_timeout(timeout)
         .name(concat!("hookwall/", env!("CARGO_PKG_VERSION")));
     match options.connect(url).await {
         Ok(c) => {
-            clients.insert(url.to_owned(), c.clone());
+            clients.insert(url.to_owned(), (c.clone(), panics));
             Ok(c)
         }
-        Err(e) => Err(AttemptResult::Connect(super::attempt::short(&e.to_string()))),
+        Err(e) => {
+            clients.remove(url);
+            Err(AttemptResult::Connect(super::attempt::short(&e.to_string())))
+        }
     }
 }
 
 /// Whether a panic at source file `file` (its `Location`) happened inside the NATS client
-/// library. Such a panic is contained (logged, not aborting the process; see
-/// `cli::abort_on_panic`): async-nats 0.51 panics on some malformed server input — an `-ERR`
-/// line without a message, a `MSG` length near `usize::MAX`, a header value with a bare CR —
-/// so whoever answers on a destination's NATS address could otherwise abort hookwall, and again
-/// at every restart while the event is due. The panic ends the client's connection task (or
-/// the attempt's publish task, see [`publish`]); the attempt fails and is retried on a new
-/// connection.
-pub fn is_nats_client_panic(file: &str) -> bool {
+/// library: async-nats 0.51 panics on some malformed server input — an `-ERR` line without a
+/// message, a `MSG` length near `usize::MAX` (an overflow only because `overflow-checks` is on
+/// in the release profile; without it the wrapped length would panic in `bytes`, which is not
+/// contained), a header value with a bare CR — so whoever answers on a destination's NATS
+/// address could otherwise abort hookwall, and again at every restart while the event is due.
+fn is_nats_client_panic(file: &str) -> bool {
     file.contains("/async-nats-") || file.starts_with("async-nats-")
+}
+
+/// Called by `serve`'s panic hook (`cli::abort_on_panic`) for every panic: true — contain it,
+/// do not abort — when it is the NATS client library's ([`is_nats_client_panic`]). The panic
+/// then unwinds the client's connection task or an attempt's publish task ([`publish`]): the
+/// attempt fails, and every cached client is replaced at its next use.
+pub fn contain_panic(file: &str) -> bool {
+    let ours = is_nats_client_panic(file);
+    if ours {
+        CONTAINED_PANICS.fetch_add(1, Ordering::SeqCst);
+    }
+    ours
 }
 
 /// Publishes attempt `attempt` of `event` and waits for the stream's ack, all within
@@ -58,10 +82,9 @@ pub fn is_nats_client_panic(file: &str) -> bool {
 /// `Timeout`; no stream listens on the subject → `Other` (retried).
 ///
 /// The publish runs in its own task, so a panic inside the client library
-/// ([`is_nats_client_panic`]) fails this attempt (`Other`) instead of the attempt task. After any
-/// failure but a timeout the server's client is dropped from the cache: a client whose
-/// connection task ended that way would fail every later publish, and the next attempt
-/// connects anew (a timeout alone says the server is slow, not that the client is broken).
+/// ([`contain_panic`]) fails this attempt (`Other`) instead of the attempt task. The headers
+/// are the forwarding headers' checked values (visible ASCII), `Nats-Msg-Id` the
+/// `Idempotency-Key` header's value, so the library's header asserts cannot fire on them.
 pub(super) async fn publish(
     target: &Target,
     nats: &NatsTarget,
@@ -71,16 +94,18 @@ pub(super) async fn publish(
 ) -> AttemptResult {
     let (url, timeout) = (target.url.clone(), target.timeout);
     let (subject, stream) = (nats.subject.clone(), nats.stream.clone());
-    let mut headers = async_nats::HeaderMap::new();
-    for (name, value) in &super::attempt::forward_headers(target, event, attempt) {
-        if let Ok(value) = value.to_str() {
-            headers.insert(train_case(name.as_str()).as_str(), value);
-        }
-    }
-    headers.insert("Nats-Msg-Id", event.key.as_str());
-    let server = url.clone();
+    let forwarded = super::attempt::forward_headers(target, event, attempt);
     let work = async move {
-        let client = client(&server, timeout).await?;
+        let mut headers = async_nats::HeaderMap::new();
+        for (name, value) in &forwarded {
+            if let Ok(value) = value.to_str() {
+                headers.insert(train_case(name.as_str()).as_str(), value);
+                if name.as_str() == "idempotency-key" {
+                    headers.insert("Nats-Msg-Id", value);
+                }
+            }
+        }
+        let client = client(&url, timeout).await?;
         let js = async_nats::jetstream::new(client);
         let ack = js
             .publish_with_headers(subject, headers, body.into())
@@ -98,7 +123,7 @@ pub(super) async fn publish(
         }
     };
     let mut task = tokio::spawn(work);
-    let result = match tokio::time::timeout(timeout, &mut task).await {
+    match tokio::time::timeout(timeout, &mut task).await {
         Ok(Ok(Ok(result) | Err(result))) => result,
         Ok(Err(e)) => {
             AttemptResult::Other(super::attempt::short(&format!("the NATS client failed: {e}")))
@@ -107,11 +132,7 @@ pub(super) async fn publish(
             task.abort();
             AttemptResult::Timeout
         }
-    };
-    if !matches!(result, AttemptResult::Status { .. } | AttemptResult::Timeout) {
-        clients().lock().await.remove(&url);
     }
-    result
 }
 
 /// `idempotency-key` → `Idempotency-Key`: NATS header names are case-sensitive, so the
