@@ -125,6 +125,12 @@ pub const PIE_BURST_ALLOWANCE: std::time::Duration = std::time::Duration::from_m
 pub const CONFIG_DURATION_MAX: std::time::Duration =
     std::time::Duration::from_secs(100 * 31_557_600);
 
+/// Answers one ingress connection may have waiting to be sent, in bytes, before it stops
+/// processing further pipelined requests until the socket takes them (a peer that sends
+/// without reading answers; its input then reaches the input limit and it is closed). About
+/// 240 answers; a client pipelining normally never gets near it.
+pub const CONN_OUTPUT_BACKLOG_MAX: usize = 64 * 1024;
+
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).

@@ -48,6 +48,10 @@ pub enum Step {
     Wait,
     /// Send `output`, then close.
     Close,
+    /// `output` holds at least [`crate::limits::CONN_OUTPUT_BACKLOG_MAX`] bytes the socket has
+    /// not taken yet: send them, then call [`Conn::process`] again; the requests behind wait
+    /// in the input (which stays bounded by the input limit).
+    Backlogged,
 }
 
 /// What [`Conn::receive`] made of the bytes from the socket.
@@ -390,6 +394,9 @@ impl Conn {
             };
             if self.input.len() - self.input_start > ctx.input_bytes_max() {
                 return self.close_now();
+            }
+            if self.output.len() >= crate::limits::CONN_OUTPUT_BACKLOG_MAX {
+                return Step::Backlogged;
             }
             let (used, frame) = self.framer.advance(&self.input[self.input_start..]);
             self.consume(used);

@@ -185,11 +185,13 @@ async fn serve(
             };
             conn.process(ctx, &mut make_reply)
         };
-        if !flush(&mut stream, &mut conn, &mut wire).await {
+        if !flush(ctx, &mut stream, &mut conn, &mut wire).await {
             return;
         }
         match step {
             Step::Close => return,
+            // Sent: the requests waiting behind the backlog are processed next.
+            Step::Backlogged => {}
             Step::Wait => {
                 let rx = pending.expect("an admission in flight has a reply channel");
                 // A dropped sender means the shard writer stopped: fail closed (R15).
@@ -202,7 +204,7 @@ async fn serve(
                     ReadOutcome::More => {}
                     ReadOutcome::Last => peer_done = true,
                     ReadOutcome::Close => {
-                        let _ = flush(&mut stream, &mut conn, &mut wire).await;
+                        let _ = flush(ctx, &mut stream, &mut conn, &mut wire).await;
                         return;
                     }
                 }
@@ -262,12 +264,24 @@ async fn read(
     }
 }
 
-async fn flush(stream: &mut TcpStream, conn: &mut Conn, wire: &mut Vec<u8>) -> bool {
+/// Sends what the connection has to send. False — close — when the write fails or the peer
+/// takes none of it for `read_timeout` (its answers would otherwise wait forever, holding the
+/// connection's place in the limits).
+async fn flush(ctx: &CoreCtx, stream: &mut TcpStream, conn: &mut Conn, wire: &mut Vec<u8>) -> bool {
     if !conn.has_output() {
         return true;
     }
     conn.take_output(wire);
-    let ok = stream.write_all(wire).await.is_ok();
+    let mut sent = 0;
+    let ok = loop {
+        if sent == wire.len() {
+            break true;
+        }
+        match tokio::time::timeout(ctx.read_timeout, stream.write(&wire[sent..])).await {
+            Ok(Ok(n)) if n > 0 => sent += n,
+            Ok(_) | Err(_) => break false,
+        }
+    };
     wire.clear();
     ok
 }

@@ -217,6 +217,11 @@ struct Slot {
     sending: Vec<u8>,
     sent: usize,
     send_in_flight: bool,
+    /// When the in-flight send was started or last made progress: a peer that takes nothing
+    /// for `read_timeout` is closed (its answers would otherwise wait forever).
+    send_progress_at: Instant,
+    /// [`Conn::process`] stopped at its output backlog: run it again once a send completes.
+    backlogged: bool,
     /// Flush, then close.
     close_after_flush: bool,
     /// `shutdown(2)` done; waiting for the receive and send to complete before `close(2)`.
@@ -515,6 +520,8 @@ impl Core {
             sending: Vec::new(),
             sent: 0,
             send_in_flight: false,
+            send_progress_at: self.arrived,
+            backlogged: false,
             close_after_flush: false,
             closing: false,
             ticket,
@@ -615,11 +622,16 @@ impl Core {
             return;
         }
         s.sent += usize::try_from(result).expect("non-negative i32 fits in usize");
+        s.send_progress_at = clock::monotonic();
         if s.sent >= s.sending.len() {
             s.sending.clear();
             s.sent = 0;
         }
+        let backlogged = std::mem::take(&mut s.backlogged);
         self.flush(slot);
+        if backlogged {
+            self.drive(slot);
+        }
     }
 
     fn on_wake(&mut self) {
@@ -643,8 +655,16 @@ impl Core {
     fn on_tick(&mut self) {
         let now = clock::monotonic();
         let mut expired = Vec::new();
+        let mut stuck = Vec::new();
         for (i, s) in self.slots.iter_mut().enumerate() {
             if let Some(s) = s.as_mut().filter(|s| !s.closing) {
+                if s.send_in_flight
+                    && now.duration_since(s.send_progress_at) >= self.ctx.read_timeout
+                {
+                    // The peer has taken none of its answers for `read_timeout`.
+                    stuck.push(i);
+                    continue;
+                }
                 if s.conn.on_tick(&self.ctx, now) {
                     s.close_after_flush = true;
                     expired.push(i);
@@ -653,6 +673,9 @@ impl Core {
         }
         for slot in expired {
             self.flush(slot);
+        }
+        for slot in stuck {
+            self.close(slot);
         }
         if !self.accepting {
             let idle: Vec<usize> = (0..self.slots.len())
@@ -683,6 +706,7 @@ impl Core {
         };
         match s.conn.process(&self.ctx, &mut make_reply) {
             Step::NeedRead | Step::Wait => {}
+            Step::Backlogged => s.backlogged = true,
             Step::Close => s.close_after_flush = true,
         }
         self.flush(slot);
@@ -710,6 +734,9 @@ impl Core {
             .build()
             .user_data(user_data(KIND_SEND, slot, s.generation));
         s.send_in_flight = true;
+        if s.sent == 0 {
+            s.send_progress_at = clock::monotonic();
+        }
         self.push(&entry);
     }
 

@@ -203,3 +203,43 @@ on_both_io! {
 
 /// Rounds of 8 connections tried after the storm before a place counts as leaked.
 const STORM_ROUNDS_MAX: usize = 20;
+
+on_both_io! {
+    /// A sender that pipelines requests and never reads an answer: hookwall stops answering at
+    /// its output backlog (`CONN_OUTPUT_BACKLOG_MAX`) and closes the connection once the
+    /// requests waiting behind pass the input limit (io_uring), or once the peer has taken
+    /// nothing for `read_timeout` (epoll) — writing 64 MiB of requests fails with a reset long
+    /// before the end, and other senders are served meanwhile. Before, io_uring kept reading
+    /// and queued every answer in memory (a helper saw RSS grow by 170 MB in a second), and
+    /// epoll waited on the write forever, holding the connection's place in the limits.
+    fn a_sender_that_never_reads_its_answers_is_closed(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |s| s.read_timeout = "2s");
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        // A small, fixed receive window (no autotuning): the answers back up at once.
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        socket.connect(&f.hw.ingress.into()).expect("connect");
+        let mut s: TcpStream = socket.into();
+        s.set_write_timeout(Some(Duration::from_secs(30))).expect("write timeout");
+        // Unsigned: each is answered 401 on a kept-alive connection.
+        let burst = client::request("POST", "/webhooks/stripe-a", &[], b"{}").repeat(1024);
+        let mut written = 0usize;
+        let error = loop {
+            match s.write_all(&burst) {
+                Ok(()) => written += burst.len(),
+                Err(e) => break e,
+            }
+            assert!(written < 64 << 20, "64 MiB of requests written, no answer read, still open");
+        };
+        assert!(
+            matches!(
+                error.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ),
+            "expected hookwall to close the connection; after {written} bytes: {error}"
+        );
+        let mut conn = Conn::connect(f.hw.ingress);
+        conn.send(&signed_request("evt_beside_a_non_reader"));
+        assert_eq!(conn.read_response().answer(), (200, "accepted".to_owned()));
+    }
+}
