@@ -217,8 +217,9 @@ struct Slot {
     sending: Vec<u8>,
     sent: usize,
     send_in_flight: bool,
-    /// When the in-flight send was started or last made progress: a peer that takes nothing
-    /// for `read_timeout` is closed (its answers would otherwise wait forever).
+    /// When the in-flight send was started or last made progress (the core's `arrived` then):
+    /// a peer that takes nothing for `read_timeout` is closed (its answers would otherwise
+    /// wait forever).
     send_progress_at: Instant,
     /// [`Conn::process`] stopped at its output backlog: run it again once a send completes.
     backlogged: bool,
@@ -611,6 +612,7 @@ impl Core {
     }
 
     fn on_send(&mut self, slot: usize, generation: u32, result: i32) {
+        let now = self.arrived;
         let Some(s) = self.live(slot, generation) else { return };
         s.send_in_flight = false;
         if s.closing {
@@ -622,7 +624,7 @@ impl Core {
             return;
         }
         s.sent += usize::try_from(result).expect("non-negative i32 fits in usize");
-        s.send_progress_at = clock::monotonic();
+        s.send_progress_at = now;
         if s.sent >= s.sending.len() {
             s.sending.clear();
             s.sent = 0;
@@ -713,6 +715,7 @@ impl Core {
     }
 
     fn flush(&mut self, slot: usize) {
+        let now = self.arrived;
         let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
         if s.send_in_flight || s.closing {
             return;
@@ -735,7 +738,7 @@ impl Core {
             .user_data(user_data(KIND_SEND, slot, s.generation));
         s.send_in_flight = true;
         if s.sent == 0 {
-            s.send_progress_at = clock::monotonic();
+            s.send_progress_at = now;
         }
         self.push(&entry);
     }
