@@ -47,6 +47,18 @@ pub const SHARDS_MAX: usize = 64;
 /// Most PostgreSQL connections of one node (`ledger.pool_size`): each is a thread here and a
 /// backend process on the database server.
 pub const POSTGRES_POOL_MAX: usize = 64;
+/// Longest one statement of `serve`'s PostgreSQL connections may run, lock waits included
+/// (the server's `statement_timeout`, unless `ledger.url`'s `options` set one): past it no
+/// provider's acknowledgment deadline (10 s at most in the provider table) can be met, and a
+/// stuck statement — a table locked by hand, a stalled server — would otherwise hold a
+/// writer, its senders' answers, the lease scans and shutdown for as long as it lasts. The
+/// transaction fails instead: admissions answer `503 unavailable`, settlements are repeated.
+/// `hookwall migrate` sets none (a migration may rightly take longer).
+pub const POSTGRES_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Unacknowledged data on a PostgreSQL connection for this long drops it (Linux
+/// `TCP_USER_TIMEOUT`, unless `ledger.url` sets `tcp_user_timeout`): a server that vanished
+/// without closing is noticed in seconds, not after the kernel's ~15 minutes of retransmits.
+pub const POSTGRES_TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Largest file the config loader reads: the config itself, TLS certificates and keys (bytes).
 /// A mistyped path such as `/dev/zero` is an error, not an out-of-memory.
 pub const CONFIG_FILE_BYTES_MAX: u64 = 1024 * 1024;

@@ -178,7 +178,8 @@ fn open_ledger(
         let sources = config.sources.iter().map(|s| (s.tenant.clone(), s.id.clone())).collect();
         let node = format!("{}:{}", hostname(), std::process::id());
         let connector = crate::ledger::postgres::Connector::new(&pg.url)
-            .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?;
+            .map_err(|e| anyhow::anyhow!("{}: ledger.url: {e}", config.path.display()))?
+            .serving();
         let server = connector.server();
         let opts = PgOptions {
             connector,

@@ -212,6 +212,40 @@ fn a_column_changed_under_a_running_node_fails_settlements_until_it_is_put_back(
     assert!(!stderr.contains("panicked"), "no ledger thread panicked: {stderr}");
 }
 
+/// A table locked under a running node (a hand-run `LOCK TABLE`, a migration waiting on a
+/// lock): each statement of the node gives up after `POSTGRES_STATEMENT_TIMEOUT` (10 s), so a
+/// delivery meanwhile is answered `503 unavailable` instead of waiting for the lock, and
+/// SIGTERM stops the node in bounded time while the lock is still held. Before, the delivery
+/// had no answer for as long as the lock lasted, and shutdown waited for it too.
+#[test]
+fn a_locked_table_fails_statements_in_bounded_time() {
+    let pg = Postgres::start();
+    let sink = Sink::start(Script::always(200));
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(Io::Epoll, dir.path(), &sink.url());
+    setup.postgres = Some(pg.url());
+    let mut hw = Hookwall::start(dir.path(), &setup);
+    let source = stripe_a();
+    let send = |hw: &Hookwall, name: &str| {
+        let id = sign::unique_id(name);
+        hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "k"))
+    };
+    assert_eq!(send(&hw, "evt_before_lock").answer(), (200, "accepted".to_owned()));
+    let mut locker = pg.client();
+    let mut lock = locker.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE hookwall_events IN ACCESS EXCLUSIVE MODE").unwrap();
+    let started = Instant::now();
+    let r = send(&hw, "evt_during_lock");
+    assert_eq!(r.answer(), (503, "unavailable".to_owned()), "{r}");
+    assert!(started.elapsed() < Duration::from_secs(20), "answered after {:?}", started.elapsed());
+    let stopping = Instant::now();
+    hw.terminate();
+    let status = hw.wait_exit(Duration::from_secs(40));
+    assert!(status.success(), "{status:?}");
+    assert!(stopping.elapsed() < Duration::from_secs(30), "stopped after {:?}", stopping.elapsed());
+    lock.rollback().unwrap();
+}
+
 /// Two nodes with `ordering_key` whose events are admitted alternately on either node.
 fn ordered_nodes(
     pg: &Postgres,

@@ -111,6 +111,25 @@ impl Connector {
         Ok(Connector { config, tls })
     }
 
+    /// This connector for `serve`: each session's statements limited to
+    /// [`crate::limits::POSTGRES_STATEMENT_TIMEOUT`] (added to the URL's `options` unless they
+    /// set `statement_timeout` themselves) and the socket to
+    /// [`crate::limits::POSTGRES_TCP_USER_TIMEOUT`] (unless the URL sets `tcp_user_timeout`).
+    #[must_use]
+    pub fn serving(mut self) -> Connector {
+        let own = self.config.get_options().unwrap_or("").to_owned();
+        if !own.contains("statement_timeout") {
+            let ms = crate::limits::POSTGRES_STATEMENT_TIMEOUT.as_millis();
+            let limit = format!("-c statement_timeout={ms}");
+            let options = if own.is_empty() { limit } else { format!("{own} {limit}") };
+            self.config.options(&options);
+        }
+        if self.config.get_tcp_user_timeout().is_none() {
+            self.config.tcp_user_timeout(crate::limits::POSTGRES_TCP_USER_TIMEOUT);
+        }
+        self
+    }
+
     /// Where connections go, for messages: `host:port` per configured host (a unix socket
     /// directory as its path), comma-separated. Never the user, password or options.
     pub fn server(&self) -> String {
@@ -950,6 +969,26 @@ impl Inbox for PgLedger {
 #[cfg(test)]
 mod tests {
     use super::identity;
+    use std::time::Duration;
+
+    /// `serve`'s connections carry the statement and socket limits; what the URL says itself
+    /// is kept and wins.
+    #[test]
+    fn serving_connections_limit_statements_unless_the_url_does() {
+        let plain = super::Connector::new("postgresql://hw@localhost/hw").unwrap().serving();
+        assert_eq!(plain.config.get_options(), Some("-c statement_timeout=10000"));
+        assert_eq!(plain.config.get_tcp_user_timeout(), Some(&Duration::from_secs(10)));
+        let url = "postgresql://hw@localhost/hw?options=-c%20search_path%3Dx&tcp_user_timeout=3";
+        let own = super::Connector::new(url).unwrap().serving();
+        let options = own.config.get_options();
+        assert_eq!(options, Some("-c search_path=x -c statement_timeout=10000"));
+        assert_eq!(own.config.get_tcp_user_timeout(), Some(&Duration::from_secs(3)));
+        let url = "postgresql://hw@localhost/hw?options=-c%20statement_timeout%3D60000";
+        let theirs = super::Connector::new(url).unwrap().serving();
+        assert_eq!(theirs.config.get_options(), Some("-c statement_timeout=60000"));
+        let migrate = super::Connector::new("postgresql://hw@localhost/hw").unwrap();
+        assert_eq!(migrate.config.get_options(), None, "hookwall migrate sets no limit");
+    }
 
     #[test]
     fn identity_splits_at_the_configured_tenant_and_source_only() {
