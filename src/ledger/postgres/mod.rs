@@ -975,18 +975,19 @@ mod tests {
     /// is kept and wins.
     #[test]
     fn serving_connections_limit_statements_unless_the_url_does() {
-        let plain = super::Connector::new("postgresql://hw@localhost/hw").unwrap().serving();
+        let plain =
+            super::Connector::new("postgresql://hw@localhost/hw").expect("a valid URL").serving();
         assert_eq!(plain.config.get_options(), Some("-c statement_timeout=10000"));
         assert_eq!(plain.config.get_tcp_user_timeout(), Some(&Duration::from_secs(10)));
         let url = "postgresql://hw@localhost/hw?options=-c%20search_path%3Dx&tcp_user_timeout=3";
-        let own = super::Connector::new(url).unwrap().serving();
+        let own = super::Connector::new(url).expect("a valid URL").serving();
         let options = own.config.get_options();
         assert_eq!(options, Some("-c search_path=x -c statement_timeout=10000"));
         assert_eq!(own.config.get_tcp_user_timeout(), Some(&Duration::from_secs(3)));
         let url = "postgresql://hw@localhost/hw?options=-c%20statement_timeout%3D60000";
-        let theirs = super::Connector::new(url).unwrap().serving();
+        let theirs = super::Connector::new(url).expect("a valid URL").serving();
         assert_eq!(theirs.config.get_options(), Some("-c statement_timeout=60000"));
-        let migrate = super::Connector::new("postgresql://hw@localhost/hw").unwrap();
+        let migrate = super::Connector::new("postgresql://hw@localhost/hw").expect("a valid URL");
         assert_eq!(migrate.config.get_options(), None, "hookwall migrate sets no limit");
     }
 
