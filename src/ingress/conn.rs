@@ -344,6 +344,11 @@ impl Conn {
         }
     }
 
+    /// Received bytes the framer has not consumed yet (what the input limit counts).
+    pub fn unconsumed(&self) -> usize {
+        self.input.len() - self.input_start
+    }
+
     /// Whether anything waits to be sent: answers, or TLS records (handshake, alerts).
     pub fn has_output(&self) -> bool {
         !self.output.is_empty() || self.tls.as_ref().is_some_and(|tls| tls.wants_write())

@@ -240,7 +240,7 @@ async fn read(
                 let now = clock::monotonic();
                 let arrived = now.checked_sub(lag.get()).unwrap_or(now);
                 let received = conn.receive(&buf[..n], arrived);
-                if conn.input.len() > ctx.input_bytes_max() {
+                if conn.unconsumed() > ctx.input_bytes_max() {
                     return ReadOutcome::Close;
                 }
                 return match received {

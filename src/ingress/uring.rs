@@ -586,7 +586,7 @@ impl Core {
                 self.drive(slot);
                 return;
             }
-            if s.conn.input.len() > input_max {
+            if s.conn.unconsumed() > input_max {
                 self.close(slot);
                 return;
             }
@@ -629,10 +629,13 @@ impl Core {
             s.sending.clear();
             s.sent = 0;
         }
-        let backlogged = std::mem::take(&mut s.backlogged);
-        self.flush(slot);
-        if backlogged {
+        // Backlogged: process the requests that waited first (`drive` flushes after). A flush
+        // alone would find nothing to send and, after a half-close, close the connection with
+        // those requests unanswered.
+        if std::mem::take(&mut s.backlogged) {
             self.drive(slot);
+        } else {
+            self.flush(slot);
         }
     }
 
@@ -667,6 +670,11 @@ impl Core {
                     stuck.push(i);
                     continue;
                 }
+                if s.backlogged {
+                    // Complete requests wait behind answers still being sent: not a slow
+                    // request (no 408); the send's own deadline above applies.
+                    continue;
+                }
                 if s.conn.on_tick(&self.ctx, now) {
                     s.close_after_flush = true;
                     expired.push(i);
@@ -699,7 +707,10 @@ impl Core {
 
     /// Runs the connection's state machine, then sends what it produced.
     fn drive(&mut self, slot: usize) {
-        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else { return };
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut).filter(|s| !s.closing)
+        else {
+            return;
+        };
         let token = user_data(0, slot, s.generation);
         let waker = &self.waker;
         let mut make_reply = || -> Reply {

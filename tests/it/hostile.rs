@@ -243,3 +243,37 @@ on_both_io! {
         assert_eq!(conn.read_response().answer(), (200, "accepted".to_owned()));
     }
 }
+
+on_both_io! {
+    /// One signed delivery, 599 unsigned requests pipelined behind it (their answers pass the
+    /// output backlog at once when the admission's decision arrives), then a half-close: every
+    /// request is answered before the connection closes. Found by a review of the backlog
+    /// change: io_uring closed the connection when the backlog's send completed, before
+    /// processing the requests still waiting (486 of 600 answered).
+    fn a_half_close_after_a_backlog_still_gets_every_answer(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let mut s = TcpStream::connect(f.hw.ingress).expect("connect");
+        s.set_read_timeout(Some(client::READ_TIMEOUT)).expect("timeout");
+        // Warm-up: 3 000 answers read as they come, so the kernel grows hookwall's send buffer
+        // and the backlog below leaves in one send (the order that lost answers).
+        let unsigned = client::request("POST", "/webhooks/stripe-a", &[], b"{}");
+        s.write_all(&unsigned.repeat(3000)).expect("warm-up requests");
+        let mut warm = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while warm.windows(9).filter(|w| w == b"HTTP/1.1 ").count() < 3000 {
+            let n = s.read(&mut chunk).expect("warm-up answers");
+            assert!(n > 0, "closed during the warm-up");
+            warm.extend_from_slice(&chunk[..n]);
+        }
+        let mut requests = signed_request("evt_before_a_backlog");
+        requests.extend(client::request("POST", "/webhooks/stripe-a", &[], b"{}").repeat(599));
+        s.write_all(&requests).expect("requests");
+        s.shutdown(Shutdown::Write).expect("half-close");
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).expect("the answers, then EOF");
+        let answers = got.windows(9).filter(|w| w == b"HTTP/1.1 ").count();
+        assert_eq!(answers, 600, "answers before the close");
+        let (first, _) = client::parse_response(&got).expect("parse").expect("a whole response");
+        assert_eq!(first.answer(), (200, "accepted".to_owned()), "{first}");
+    }
+}

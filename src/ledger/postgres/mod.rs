@@ -118,7 +118,7 @@ impl Connector {
     #[must_use]
     pub fn serving(mut self) -> Connector {
         let own = self.config.get_options().unwrap_or("").to_owned();
-        if !own.contains("statement_timeout") {
+        if !own.contains("statement_timeout") && !own.contains("statement-timeout") {
             let ms = crate::limits::POSTGRES_STATEMENT_TIMEOUT.as_millis();
             let limit = format!("-c statement_timeout={ms}");
             let options = if own.is_empty() { limit } else { format!("{own} {limit}") };
