@@ -83,8 +83,8 @@ pub fn contain_panic(file: &str) -> bool {
 ///
 /// The publish runs in its own task, so a panic inside the client library
 /// ([`contain_panic`]) fails this attempt (`Other`) instead of the attempt task. The headers
-/// are the forwarding headers' checked values (visible ASCII), `Nats-Msg-Id` the
-/// `Idempotency-Key` header's value, so the library's header asserts cannot fire on them.
+/// are the forwarding headers' checked values (visible ASCII) and `Nats-Msg-Id` is
+/// [`nats_msg_id`], so the library's header asserts cannot fire on them.
 pub(super) async fn publish(
     target: &Target,
     nats: &NatsTarget,
@@ -95,16 +95,15 @@ pub(super) async fn publish(
     let (url, timeout) = (target.url.clone(), target.timeout);
     let (subject, stream) = (nats.subject.clone(), nats.stream.clone());
     let forwarded = super::attempt::forward_headers(target, event, attempt);
+    let msg_id = nats_msg_id(&event.key);
     let work = async move {
         let mut headers = async_nats::HeaderMap::new();
         for (name, value) in &forwarded {
             if let Ok(value) = value.to_str() {
                 headers.insert(train_case(name.as_str()).as_str(), value);
-                if name.as_str() == "idempotency-key" {
-                    headers.insert("Nats-Msg-Id", value);
-                }
             }
         }
+        headers.insert("Nats-Msg-Id", msg_id.as_str());
         let client = client(&url, timeout).await?;
         let js = async_nats::jetstream::new(client);
         let ack = js
@@ -132,6 +131,17 @@ pub(super) async fn publish(
             task.abort();
             AttemptResult::Timeout
         }
+    }
+}
+
+/// `Nats-Msg-Id` of the event with idempotency key `key`: the key itself — UTF-8 included, as
+/// NATS headers allow — with only CR and LF, which a NATS header value cannot hold (async-nats
+/// asserts it), written `%0D` and `%0A`.
+fn nats_msg_id(key: &str) -> String {
+    if key.contains(['\r', '\n']) {
+        key.replace('\r', "%0D").replace('\n', "%0A")
+    } else {
+        key.to_owned()
     }
 }
 
@@ -168,6 +178,15 @@ mod tests {
         ] {
             assert!(!super::is_nats_client_panic(file), "{file}");
         }
+    }
+
+    #[test]
+    fn the_msg_id_is_the_key_with_only_cr_and_lf_escaped() {
+        assert_eq!(super::nats_msg_id("acme/stripe/evt_1"), "acme/stripe/evt_1");
+        assert_eq!(super::nats_msg_id("acme/stripe/évt %41"), "acme/stripe/évt %41");
+        assert_eq!(super::nats_msg_id("acme/stripe/a\r\nb"), "acme/stripe/a%0D%0Ab");
+        let id = super::nats_msg_id("acme/stripe/a\r\nb");
+        assert!(id.parse::<async_nats::HeaderValue>().is_ok(), "a valid NATS header value");
     }
 
     #[test]
