@@ -111,18 +111,26 @@ impl Proxy {
                 let Ok(client) = client else { return };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                std::thread::spawn(move || copy(client, server, None));
+                std::thread::spawn(move || copy(client, server, None, None));
                 let p = Arc::clone(&p);
-                std::thread::spawn(move || copy(s2, c2, Some(p)));
+                std::thread::spawn(move || copy(s2, c2, Some(p), None));
             }
         });
         Proxy { port, paused }
     }
 }
 
-fn copy(mut from: TcpStream, mut to: TcpStream, paused: Option<Arc<AtomicBool>>) {
+/// Copies `from` to `to` until either ends: held while `paused` is on, and with `inject`'s
+/// bytes written after its chunk number (from 1) was forwarded.
+fn copy(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    paused: Option<Arc<AtomicBool>>,
+    inject: Option<(usize, &[u8])>,
+) {
     use std::io::{Read, Write};
     let mut buf = [0u8; 16 * 1024];
+    let mut chunks = 0;
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -133,6 +141,10 @@ fn copy(mut from: TcpStream, mut to: TcpStream, paused: Option<Arc<AtomicBool>>)
                 }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
+                }
+                chunks += 1;
+                if let Some((_, bytes)) = inject.filter(|(after, _)| *after == chunks) {
+                    let _ = to.write_all(bytes);
                 }
             }
         }
@@ -240,24 +252,9 @@ fn injecting_proxy(upstream: u16, inject: Vec<Option<(usize, &'static [u8])>>) -
             let Ok(client) = client else { return };
             let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
             let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            std::thread::spawn(move || copy(client, server, None));
+            std::thread::spawn(move || copy(client, server, None, None));
             let garbage = inject.get(n).copied().flatten();
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let (mut from, mut to) = (s2, c2);
-                let mut buf = [0u8; 16 * 1024];
-                let mut chunks = 0;
-                while let Ok(k) = from.read(&mut buf) {
-                    if k == 0 || to.write_all(&buf[..k]).is_err() {
-                        break;
-                    }
-                    chunks += 1;
-                    if let Some((_, bytes)) = garbage.filter(|(after, _)| *after == chunks) {
-                        let _ = to.write_all(bytes);
-                    }
-                }
-                let _ = to.shutdown(std::net::Shutdown::Both);
-            });
+            std::thread::spawn(move || copy(s2, c2, None, garbage));
         }
     });
     port
