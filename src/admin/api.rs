@@ -68,6 +68,7 @@ pub(super) async fn handle(
     let query = request.uri().query().unwrap_or("").to_owned();
     let segments: Vec<&str> = path.trim_start_matches("/admin").split('/').skip(1).collect();
     let (get, post) = (request.method() == Method::GET, request.method() == Method::POST);
+    let read_timeout = state.config.get().server.read_timeout;
     match segments.as_slice() {
         ["events"] if get => list(&state, operator, &query).await,
         ["events", key] if get => match decode_key(key) {
@@ -81,7 +82,7 @@ pub(super) async fn handle(
             };
             let action = if *action == "replay" { OpAction::Replay } else { OpAction::Drop };
             // SPEC §6: every operator action is audited with its reason.
-            match reason(request, true).await {
+            match reason(request, true, read_timeout).await {
                 Ok(reason) => operate(operator, key, action, &caller, reason).await,
                 Err(reply) => reply,
             }
@@ -90,7 +91,7 @@ pub(super) async fn handle(
         ["destinations"] if get => destinations(&state, operator),
         ["destinations", id, switch @ ("pause" | "resume")] if post => {
             let (id, pause) = ((*id).to_owned(), *switch == "pause");
-            match reason(request, true).await {
+            match reason(request, true, read_timeout).await {
                 Ok(reason) => {
                     switch_destination(&state, operator, &id, pause, &caller, reason).await
                 }
@@ -135,12 +136,20 @@ fn decode_key(segment: &str) -> Result<String, Reply> {
 }
 
 /// The `reason` of a JSON body `{"reason": "…"}`; an empty body means none. `required`:
-/// none (or a blank one) is answered 400 `reason_required`.
+/// none (or a blank one) is answered 400 `reason_required`; a body that has not fully arrived
+/// within `read_timeout` (`server.read_timeout`, as on the ingress) is answered 408 `timeout`.
 async fn reason(
     request: Request<hyper::body::Incoming>,
     required: bool,
+    read_timeout: std::time::Duration,
 ) -> Result<Option<String>, Reply> {
-    let body = match Limited::new(request.into_body(), ADMIN_BODY_BYTES_MAX).collect().await {
+    let body = Limited::new(request.into_body(), ADMIN_BODY_BYTES_MAX).collect();
+    let Ok(body) = tokio::time::timeout(read_timeout, body).await else {
+        let message =
+            format!("the body did not arrive within {read_timeout:?} (server.read_timeout)");
+        return Err(error(StatusCode::REQUEST_TIMEOUT, "timeout", &message));
+    };
+    let body = match body {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
             let message = format!("the body is over {ADMIN_BODY_BYTES_MAX} bytes or was cut");

@@ -5,9 +5,12 @@
 //!
 //! Off the hot path: one thread `admin` with a `current_thread` tokio runtime and a hyper 1
 //! HTTP/1.1 server; each scrape sums the per-core counters and merges the histograms.
+//! A connection is bounded like the ingress's: 5 s for a request head, `server.read_timeout`
+//! for a body and for an answer the client does not take (`deadline.rs`).
 
 pub mod api;
 pub mod auth;
+mod deadline;
 mod exposition;
 #[cfg(test)]
 mod tests;
@@ -20,6 +23,7 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 use tokio::sync::{oneshot, Semaphore};
 
 pub use api::Operator;
@@ -27,6 +31,7 @@ pub use exposition::{render_controls, render_metrics, CONTROL_METRIC_NAMES, METR
 
 use crate::config::Live;
 use crate::metrics::Metrics;
+use deadline::WriteDeadline;
 
 /// Admin connections served at once; further accepts wait for a free slot. Generous, so idle
 /// connections cannot starve health checks and scrapes for long.
@@ -127,6 +132,8 @@ async fn serve_connection(
     state: Arc<AdminState>,
     _permit: tokio::sync::OwnedSemaphorePermit,
 ) {
+    // A client that takes no answer bytes for `server.read_timeout` is dropped (deadline.rs).
+    let write_timeout = state.config.get().server.read_timeout;
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let state = Arc::clone(&state);
         async move {
@@ -146,7 +153,7 @@ async fn serve_connection(
     let served = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT)
-        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .serve_connection(TokioIo::new(WriteDeadline::new(stream, write_timeout)), service)
         .await;
     if let Err(e) = served {
         tracing::debug!(error = %e, "An admin connection ended with an error.");
