@@ -35,6 +35,13 @@ pub const SECRETS_PER_SOURCE_MAX: usize = 16;
 pub const SIGNATURES_PER_HEADER_MAX: usize = 16;
 /// Most open connections per ingress core; further accepts are closed at once.
 pub const CONNECTIONS_PER_CORE_MAX: usize = 16_384;
+/// Most connections refused at a limit (`connections_per_ip_max`, `connections_max`) that one
+/// ingress core holds open to answer `503 overloaded`; beyond it a refused connection is closed
+/// at once without an answer. Refused connections stay outside the gate's counts, so without
+/// this bound one address opening connections faster than `read_timeout` closes them would
+/// fill the core's cap ([`CONNECTIONS_PER_CORE_MAX`]) and starve every other sender — the
+/// flood the per-address limit exists to stop (issue 5, checklist item 8).
+pub const REFUSING_CONNECTIONS_PER_CORE_MAX: usize = 64;
 /// Below this many connections per core (what the descriptor limit leaves), `serve` warns
 /// (`descriptor_limit_low`).
 pub const CONNECTIONS_PER_CORE_LOW: usize = 64;

@@ -9,7 +9,7 @@
 //! `output` (plus handshake records, alerts and `close_notify`) for the socket. The HTTP code
 //! above never sees the difference.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,6 +94,9 @@ pub struct CoreCtx {
     /// This core's sojourn shedding state ([`super::overload::Pie`]): the time from a request's
     /// arrival to the ledger's decision on its admission.
     pub sojourn: RefCell<Pie>,
+    /// Refused connections this core holds open to answer 503 (at most
+    /// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`]).
+    refusing: Cell<usize>,
 }
 
 impl CoreCtx {
@@ -127,6 +130,7 @@ impl CoreCtx {
             gate,
             overload: RefCell::new(Overload::new(clock::monotonic())),
             sojourn: RefCell::new(Pie::new(clock::monotonic())),
+            refusing: Cell::new(0),
         }
     }
 
@@ -149,10 +153,24 @@ impl CoreCtx {
         self
     }
 
-    /// Counts a connection refused at a limit.
-    pub fn count_refused(&self, reason: Refusal) {
+    /// Counts a connection refused at a limit and decides how: `true` — hold it open to answer
+    /// its first request `503 overloaded` (release the hold with [`CoreCtx::refusal_closed`]
+    /// when it closes); `false` — this core already holds
+    /// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] refused connections, close it at once.
+    pub fn refuse(&self, reason: Refusal) -> bool {
         let i = Refusal::ALL.iter().position(|r| *r == reason).unwrap_or(0);
         self.stats.connections_refused[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let held = self.refusing.get();
+        if held >= crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX {
+            return false;
+        }
+        self.refusing.set(held + 1);
+        true
+    }
+
+    /// A refused connection held by [`CoreCtx::refuse`] closed.
+    pub fn refusal_closed(&self) {
+        self.refusing.set(self.refusing.get().saturating_sub(1));
     }
 
     /// The same context terminating TLS with `tls` (see [`crate::tls::server_config`]).

@@ -133,17 +133,17 @@ fn spawn_connection(
     // means N connections have passed the gate.
     let ticket = match ctx.gate.enter(peer) {
         Ok(ticket) => Some(ticket),
-        Err(reason) => {
-            ctx.count_refused(reason);
-            None
-        }
+        Err(reason) if ctx.refuse(reason) => None,
+        // Enough refused connections held already: closed unanswered.
+        Err(_) => return,
     };
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
     tokio::task::spawn_local(async move {
         serve(&ctx, &lag, stream, &stopping, ticket.is_none(), peer).await;
-        if let Some(ticket) = ticket {
-            ctx.gate.leave(ticket);
+        match ticket {
+            Some(ticket) => ctx.gate.leave(ticket),
+            None => ctx.refusal_closed(),
         }
         open.set(open.get() - 1);
         ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);

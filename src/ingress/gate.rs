@@ -5,6 +5,9 @@
 //! A connection over a limit is not dropped silently: it is served by a refusing connection that
 //! reads its request and answers `503 overloaded` with `Retry-After` and `Connection: close`
 //! (webhook providers retry on 503), so the refusal is visible to the sender and in the metrics.
+//! Each core holds at most [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] such refusing
+//! connections; past that a refused connection is closed at once, unanswered, so a flood from
+//! one address cannot fill the cores' caps with its own refusals.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

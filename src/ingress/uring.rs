@@ -503,7 +503,12 @@ impl Core {
         let ticket = match self.ctx.gate.enter(peer) {
             Ok(ticket) => Some(ticket),
             Err(reason) => {
-                self.ctx.count_refused(reason);
+                if !self.ctx.refuse(reason) {
+                    // Enough refused connections held already: closed unanswered.
+                    // SAFETY: closing the fd we were just given.
+                    unsafe { libc::close(fd) };
+                    return;
+                }
                 conn.refuse(Answer::Overloaded);
                 None
             }
@@ -774,8 +779,9 @@ impl Core {
         tracing::debug!(slot, idle = s.conn.idle(), "connection closed");
         // SAFETY: no operation references the fd any more; closed exactly once.
         unsafe { libc::close(s.fd) };
-        if let Some(ticket) = s.ticket.take() {
-            self.ctx.gate.leave(ticket);
+        match s.ticket.take() {
+            Some(ticket) => self.ctx.gate.leave(ticket),
+            None => self.ctx.refusal_closed(),
         }
         self.slots[slot] = None;
         self.free.push(slot);

@@ -86,6 +86,11 @@ impl Conn {
         Ok(Conn::from_stream(stream))
     }
 
+    /// The socket, for tests that watch it themselves.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     fn from_stream(stream: TcpStream) -> Conn {
         stream.set_read_timeout(Some(READ_TIMEOUT)).expect("set_read_timeout");
         stream.set_write_timeout(Some(READ_TIMEOUT)).expect("set_write_timeout");

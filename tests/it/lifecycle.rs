@@ -163,7 +163,7 @@ on_both_io! {
 }
 
 /// The value of `field=` on the `ready` line of `log`.
-fn ready_field(log: &str, field: &str) -> String {
+pub(crate) fn ready_field(log: &str, field: &str) -> String {
     let line = log.lines().find(|l| l.contains("hookwall ready")).expect("a ready line");
     let key = format!(" {field}=");
     let at = line.find(&key).unwrap_or_else(|| panic!("{field} on the ready line: {line}"));
@@ -172,7 +172,7 @@ fn ready_field(log: &str, field: &str) -> String {
 
 /// Whether the server has closed `stream` (reading it, after whatever answer it wrote, sees
 /// end of stream or a reset), without waiting.
-fn closed_by_peer(mut stream: &std::net::TcpStream) -> bool {
+pub(crate) fn closed_by_peer(mut stream: &std::net::TcpStream) -> bool {
     use std::io::Read as _;
     stream.set_nonblocking(true).expect("set_nonblocking");
     let mut buf = [0u8; 512];
