@@ -249,10 +249,19 @@ fn verification(provider: &str, event: &DueEvent) -> String {
     text
 }
 
-/// Inserts `value`, percent-encoding any byte a header value cannot carry (control bytes,
-/// non-ASCII, `%`). Ids from config are already plain; event ids usually are.
+/// Inserts `value` as it is (`http` takes bytes from 0x80 up as obs-text), or percent-encoded
+/// (every byte outside visible ASCII, and `%`) when it holds a byte a header value cannot carry
+/// (control bytes) or a `%`. Ids from config are plain; event ids usually are. The mapping is
+/// one-to-one — a value sent as it is has no `%`, an encoded one always has — so two distinct
+/// idempotency keys never reach the destination as one `Idempotency-Key`, which it would
+/// dedupe (R21: one event lost). Before, a key spelling out an escape (`a%01`) was sent as it
+/// is and collided with the encoding of another (`a` and the byte 0x01).
 fn put(h: &mut HeaderMap, name: &'static str, value: &str) {
-    let value = HeaderValue::from_str(value).unwrap_or_else(|_| encoded(value));
+    let value = if value.contains('%') {
+        encoded(value)
+    } else {
+        HeaderValue::from_str(value).unwrap_or_else(|_| encoded(value))
+    };
     h.insert(HeaderName::from_static(name), value);
 }
 
@@ -342,6 +351,34 @@ pub(in crate::dispatch) mod tests {
     fn unsendable_bytes_are_percent_encoded() {
         assert_eq!(encoded("a b\n%é"), "a%20b%0A%25%C3%A9");
         assert_eq!(event_id("no-slashes"), "no-slashes");
+    }
+
+    /// Distinct keys reach the destination as distinct `Idempotency-Key`s, including keys that
+    /// spell out another key's escapes.
+    #[test]
+    fn distinct_keys_keep_distinct_header_values() {
+        let keys = [
+            "acme/s/xé",
+            "acme/s/x%C3%A9",
+            "acme/s/x%25C3%25A9",
+            "acme/s/a b",
+            "acme/s/a%20b",
+            "acme/s/a\u{1}",
+            "acme/s/a%01",
+            "acme/s/100%",
+            "acme/s/100%25",
+            "acme/s/plain",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            let mut h = HeaderMap::new();
+            put(&mut h, "idempotency-key", key);
+            let value = h.get("idempotency-key").expect("inserted").as_bytes().to_vec();
+            assert!(seen.insert(value.clone()), "{key:?} collides: {value:?}");
+        }
+        let mut h = HeaderMap::new();
+        put(&mut h, "idempotency-key", "acme/s/evt_1 plain");
+        assert_eq!(h.get("idempotency-key").expect("inserted"), "acme/s/evt_1 plain", "as it is");
     }
 
     #[test]

@@ -136,10 +136,12 @@ pub(super) async fn publish(
 
 /// `Nats-Msg-Id` of the event with idempotency key `key`: the key itself — UTF-8 included, as
 /// NATS headers allow — with only CR and LF, which a NATS header value cannot hold (async-nats
-/// asserts it), written `%0D` and `%0A`.
+/// asserts it), written `%0D` and `%0A`, and therefore `%` written `%25`: distinct keys keep
+/// distinct ids (JetStream drops a second message with the same id as a duplicate; unescaped,
+/// a key `a%0Db` and a key `a\rb` would share one and one event would be lost).
 fn nats_msg_id(key: &str) -> String {
-    if key.contains(['\r', '\n']) {
-        key.replace('\r', "%0D").replace('\n', "%0A")
+    if key.contains(['\r', '\n', '%']) {
+        key.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
     } else {
         key.to_owned()
     }
@@ -181,12 +183,24 @@ mod tests {
     }
 
     #[test]
-    fn the_msg_id_is_the_key_with_only_cr_and_lf_escaped() {
+    fn the_msg_id_is_the_key_with_only_cr_lf_and_percent_escaped() {
         assert_eq!(super::nats_msg_id("acme/stripe/evt_1"), "acme/stripe/evt_1");
-        assert_eq!(super::nats_msg_id("acme/stripe/évt %41"), "acme/stripe/évt %41");
+        assert_eq!(super::nats_msg_id("acme/stripe/évt 41"), "acme/stripe/évt 41");
         assert_eq!(super::nats_msg_id("acme/stripe/a\r\nb"), "acme/stripe/a%0D%0Ab");
+        assert_eq!(super::nats_msg_id("acme/stripe/%41"), "acme/stripe/%2541");
         let id = super::nats_msg_id("acme/stripe/a\r\nb");
         assert!(id.parse::<async_nats::HeaderValue>().is_ok(), "a valid NATS header value");
+    }
+
+    /// Distinct idempotency keys get distinct message ids, the escapes included (a key may
+    /// spell out what another's escape produces).
+    #[test]
+    fn distinct_keys_keep_distinct_msg_ids() {
+        let keys =
+            ["a/b/c\rd", "a/b/c%0Dd", "a/b/c%250Dd", "a/b/c%d", "a/b/c%25d", "a/b/c\n", "a/b/c%0A"];
+        let ids: std::collections::HashSet<String> =
+            keys.iter().map(|k| super::nats_msg_id(k)).collect();
+        assert_eq!(ids.len(), keys.len(), "{ids:?}");
     }
 
     #[test]
