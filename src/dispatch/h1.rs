@@ -209,6 +209,8 @@ struct Connection {
     /// Last write or answer on the current connection (for `idle_max`).
     active_at: Instant,
     idle_max: Duration,
+    /// How far the answer at the start of `read` has been parsed.
+    progress: Progress,
 }
 
 /// What losing a connection means for the requests on it.
@@ -247,6 +249,7 @@ impl Connection {
             closing: false,
             active_at: Instant::from_std(crate::clock::monotonic()),
             idle_max: KEEP_ALIVE_IDLE_MAX,
+            progress: Progress::default(),
         }
     }
 
@@ -398,8 +401,12 @@ impl Connection {
     /// Completes every whole answer in the read buffer, in request order.
     fn answers(&mut self) {
         loop {
-            let answer = match parse_answer(&self.read) {
-                Ok(Some(a)) => a,
+            let answer = match parse_answer(&self.read, &mut self.progress) {
+                Ok(Some(a)) => {
+                    // Taken (drained, or the connection ends): the next answer starts afresh.
+                    self.progress = Progress::default();
+                    a
+                }
                 Ok(None) if self.read.len() > ANSWER_BUFFER_MAX => {
                     self.lose(Loss::Broken, "answer too long (no end within 192 KiB)");
                     return;
@@ -470,6 +477,7 @@ impl Connection {
     /// Closes the connection and forgets its bytes (large buffers are given back).
     fn drop_stream(&mut self) {
         self.stream = None;
+        self.progress = Progress::default();
         for buf in [&mut self.read, &mut self.write] {
             buf.clear();
             if buf.capacity() > BUFFER_KEEP_BYTES {
@@ -583,12 +591,140 @@ struct Answer {
     announced: bool,
 }
 
-/// Parses the answer at the start of `buf`: `Ok(None)` while incomplete, an error text for a
-/// malformed one. The body is skipped (its framing is followed, its bytes are not kept).
-fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
+/// How far the answer at the start of a connection's read buffer has been parsed, kept across
+/// reads so that an answer arriving in many small reads (a destination trickling its bytes) is
+/// parsed in time linear in its length rather than from its start on every read — which made
+/// a slow destination cost the dispatcher, shared by every destination, CPU quadratic in its
+/// answer's length (up to `ANSWER_BUFFER_MAX`). Reset once the answer is taken, and with the
+/// connection.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Bytes at the start of the buffer searched for the head's end without finding it.
+    head_scanned: usize,
+    /// The answer's head, once whole.
+    head: Option<Head>,
+    /// Chunked body: where the next chunk-size or trailer line starts (from the buffer start).
+    chunk_at: usize,
+    /// Chunked body: bytes from `chunk_at` on searched for the line's end without finding it.
+    line_scanned: usize,
+    /// Chunked body: bytes of chunk data before `chunk_at`.
+    chunk_body: usize,
+    /// Chunked body: the size line at `chunk_at` was read; its data starts at `.0`, `.1` bytes.
+    chunk_data: Option<(usize, usize)>,
+    /// Chunked body: past the last chunk, in the trailer section.
+    trailers: bool,
+    /// Bytes handed to a search or a parser so far (tests assert it stays linear).
+    #[cfg(test)]
+    work: usize,
+}
+
+impl Progress {
+    #[cfg(test)]
+    fn examined(&mut self, bytes: usize) {
+        self.work += bytes;
+    }
+
+    #[cfg(not(test))]
+    fn examined(&mut self, _bytes: usize) {}
+}
+
+/// What an answer's head says about the answer.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    /// Bytes of the status line, headers and the empty line.
+    len: usize,
+    code: u16,
+    retry_after: Option<Duration>,
+    /// The server ends the connection after this answer (`Connection: close`, HTTP/1.0).
+    close: bool,
+    /// `Content-Length`.
+    length: Option<usize>,
+    /// `Transfer-Encoding`: `None` absent, `Some(true)` chunked last (RFC 9112 §6.3).
+    coding: Option<bool>,
+}
+
+/// Whether `buf[from..]` holds the end of a head: a line feed followed by an empty line
+/// (`\n\n` or `\n\r\n`; httparse takes bare line feeds too). Markers starting before `from`
+/// must have been searched already.
+fn head_end_after(buf: &[u8], from: usize) -> bool {
+    (from..buf.len()).any(|i| {
+        buf[i] == b'\n'
+            && match buf.get(i + 1) {
+                Some(b'\n') => true,
+                Some(b'\r') => buf.get(i + 2) == Some(&b'\n'),
+                _ => false,
+            }
+    })
+}
+
+/// Parses the answer at the start of `buf`, resuming from `p` (what earlier calls on a shorter
+/// prefix of the same bytes found): `Ok(None)` while incomplete, an error text for a malformed
+/// one. The body is skipped (its framing is followed, its bytes are not kept).
+fn parse_answer(buf: &[u8], p: &mut Progress) -> Result<Option<Answer>, String> {
+    let head = match p.head {
+        Some(head) => head,
+        None => {
+            // httparse runs on the first look (a reply that is no HTTP at all is refused at
+            // once) and then only once an empty line has arrived.
+            let from = p.head_scanned.saturating_sub(2);
+            let first_look = p.head_scanned == 0;
+            p.examined(buf.len() - from);
+            let ended = head_end_after(buf, from);
+            p.head_scanned = buf.len();
+            if !ended && !first_look {
+                if buf.len() > HEAD_BYTES_MAX {
+                    return Err("answer head over 64 KiB".to_owned());
+                }
+                return Ok(None);
+            }
+            p.examined(buf.len());
+            let Some(head) = parse_head(buf)? else { return Ok(None) };
+            p.head = Some(head);
+            p.chunk_at = head.len;
+            head
+        }
+    };
+    let Head { len, code, retry_after, close, length, coding } = head;
+    // `close` from the head: announced by the server. Other reasons below are noted apart.
+    let announced = close;
+    let done = |len, ends: bool| {
+        Ok(Some(Answer { code, retry_after, len, close: ends, announced: announced || ends }))
+    };
+    // Ends the connection by the client's choice only (the body is not read).
+    let unread = |len| Ok(Some(Answer { code, retry_after, len, close: true, announced }));
+    if code == 101 {
+        // Switching Protocols (never asked for): a final answer, and the end of HTTP here.
+        return done(len, true);
+    }
+    if (100..200).contains(&code) || code == 204 || code == 304 {
+        return done(len, close);
+    }
+    if coding == Some(false) {
+        // A coding other than chunked last: the body ends with the connection.
+        return done(buf.len(), true);
+    }
+    if coding == Some(true) {
+        return match chunked_end(buf, p)? {
+            Chunked::Done(end) => done(end, close),
+            Chunked::Partial => Ok(None),
+            Chunked::TooLong => unread(buf.len()),
+        };
+    }
+    match length {
+        Some(n) if n > RESPONSE_BODY_BYTES_MAX => unread(buf.len()),
+        Some(n) if buf.len() >= len + n => done(len + n, close),
+        Some(_) => Ok(None),
+        // Delimited by the close: the status decides, the body is not waited for.
+        None => done(buf.len(), true),
+    }
+}
+
+/// The head at the start of `buf`: `Ok(None)` while incomplete, an error text for a malformed
+/// or oversized one.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     let mut response = httparse::Response::new(&mut headers);
-    let head = match response.parse(buf) {
+    let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(n)) if n > HEAD_BYTES_MAX => {
             return Err("answer head over 64 KiB".to_owned());
         }
@@ -602,7 +738,6 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
     let code = response.code.unwrap_or(0);
     let mut close = response.version == Some(0);
     let (mut length, mut retry_after) = (None::<usize>, None);
-    // `Transfer-Encoding`: `None` absent, `Some(true)` chunked last (RFC 9112 §6.3).
     let mut coding: Option<bool> = None;
     for h in response.headers.iter() {
         let value = std::str::from_utf8(h.value).unwrap_or("").trim();
@@ -633,81 +768,81 @@ fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
             retry_after = super::attempt::retry_after_text(value);
         }
     }
-    // `close` from the head: announced by the server. Other reasons below are noted apart.
-    let announced = close;
-    let done = |len, ends: bool| {
-        Ok(Some(Answer { code, retry_after, len, close: ends, announced: announced || ends }))
-    };
-    // Ends the connection by the client's choice only (the body is not read).
-    let unread = |len| Ok(Some(Answer { code, retry_after, len, close: true, announced }));
-    if code == 101 {
-        // Switching Protocols (never asked for): a final answer, and the end of HTTP here.
-        return done(head, true);
-    }
-    if (100..200).contains(&code) || code == 204 || code == 304 {
-        return done(head, close);
-    }
-    if coding == Some(false) {
-        // A coding other than chunked last: the body ends with the connection.
-        return done(buf.len(), true);
-    }
-    if coding == Some(true) {
-        return match chunked_len(&buf[head..])? {
-            Chunked::Done(n) => done(head + n, close),
-            Chunked::Partial => Ok(None),
-            Chunked::TooLong => unread(buf.len()),
-        };
-    }
-    match length {
-        Some(n) if n > RESPONSE_BODY_BYTES_MAX => unread(buf.len()),
-        Some(n) if buf.len() >= head + n => done(head + n, close),
-        Some(_) => Ok(None),
-        // Delimited by the close: the status decides, the body is not waited for.
-        None => done(buf.len(), true),
-    }
+    Ok(Some(Head { len, code, retry_after, close, length, coding }))
 }
 
 enum Chunked {
+    /// The whole answer ends here (from the buffer start).
     Done(usize),
     Partial,
     TooLong,
 }
 
-/// The length of a whole chunked body (with its trailer section) at the start of `buf`.
-fn chunked_len(buf: &[u8]) -> Result<Chunked, String> {
-    let mut at = 0;
-    let mut body = 0usize;
+/// Where a chunked body (with its trailer section) that starts at `p.chunk_at` ends, resuming
+/// from `p`: each line is parsed once its line feed has arrived, each chunk's data is skipped
+/// once it is all there.
+fn chunked_end(buf: &[u8], p: &mut Progress) -> Result<Chunked, String> {
     loop {
-        let (n, size) = match httparse::parse_chunk_size(&buf[at..]) {
+        if let Some((data_at, size)) = p.chunk_data {
+            if buf.len() < data_at + size + 2 {
+                return Ok(Chunked::Partial);
+            }
+            if &buf[data_at + size..data_at + size + 2] != b"\r\n" {
+                return Err("malformed chunk".to_owned());
+            }
+            p.chunk_data = None;
+            p.chunk_at = data_at + size + 2;
+            p.line_scanned = 0;
+        }
+        // The line at `chunk_at` is parsed once a line feed follows it.
+        let from = p.chunk_at + p.line_scanned;
+        p.examined(buf.len() - from);
+        let Some(lf) = buf[from..].iter().position(|&b| b == b'\n') else {
+            p.line_scanned = buf.len() - p.chunk_at;
+            return Ok(Chunked::Partial);
+        };
+        let line_end = from + lf + 1;
+        if p.trailers {
+            // Trailer lines end with CRLF; an empty one ends the answer.
+            if line_end - p.chunk_at >= 2 && buf[line_end - 2] == b'\r' {
+                if line_end - p.chunk_at == 2 {
+                    return Ok(Chunked::Done(line_end));
+                }
+                p.chunk_at = line_end;
+                p.line_scanned = 0;
+            } else {
+                p.line_scanned = line_end - p.chunk_at;
+            }
+            continue;
+        }
+        if line_end - p.chunk_at < 2 || buf[line_end - 2] != b'\r' {
+            // A bare line feed (httparse takes it inside an extension; elsewhere the line is
+            // refused once its CRLF comes): the line ends at a later one.
+            p.line_scanned = line_end - p.chunk_at;
+            continue;
+        }
+        p.examined(line_end - p.chunk_at);
+        let (n, size) = match httparse::parse_chunk_size(&buf[p.chunk_at..]) {
             Ok(httparse::Status::Complete(c)) => c,
-            Ok(httparse::Status::Partial) => return Ok(Chunked::Partial),
+            // Unreachable with a CRLF in the line; waiting for more is the safe reading.
+            Ok(httparse::Status::Partial) => {
+                p.line_scanned = line_end - p.chunk_at;
+                continue;
+            }
             Err(_) => return Err("malformed chunk size".to_owned()),
         };
-        at += n;
         let size = usize::try_from(size).map_err(|_| "chunk too large".to_owned())?;
-        body = body.saturating_add(size);
-        if body > RESPONSE_BODY_BYTES_MAX {
+        p.chunk_body = p.chunk_body.saturating_add(size);
+        if p.chunk_body > RESPONSE_BODY_BYTES_MAX {
             return Ok(Chunked::TooLong);
         }
         if size == 0 {
-            // Trailer lines, then an empty line.
-            loop {
-                let Some(end) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
-                    return Ok(Chunked::Partial);
-                };
-                at += end + 2;
-                if end == 0 {
-                    return Ok(Chunked::Done(at));
-                }
-            }
+            p.trailers = true;
+            p.chunk_at += n;
+            p.line_scanned = 0;
+            continue;
         }
-        if buf.len() < at + size + 2 {
-            return Ok(Chunked::Partial);
-        }
-        if &buf[at + size..at + size + 2] != b"\r\n" {
-            return Err("malformed chunk".to_owned());
-        }
-        at += size + 2;
+        p.chunk_data = Some((p.chunk_at + n, size));
     }
 }
 

@@ -410,7 +410,7 @@ fn garbage_or_a_reset_without_an_answer_is_an_other_error() {
 
 #[test]
 fn answer_framing_rules() {
-    let parse = |s: &str| parse_answer(s.as_bytes());
+    let parse = |s: &str| parse_answer(s.as_bytes(), &mut Progress::default());
     let a = parse("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhiHTTP/1.1")
         .expect("ok")
         .expect("whole");
@@ -655,4 +655,90 @@ fn early_413_and_close_on_every_connection_answers_every_request() {
             assert_eq!(answer.await.expect("answered"), status(413));
         }
     });
+}
+
+/// Answers fed to one `Progress` a byte at a time parse exactly as each prefix does from
+/// scratch: the resumed parse finds the same answer at the same length.
+#[test]
+fn a_resumed_parse_matches_a_fresh_one_at_every_length() {
+    let answers: [&[u8]; 9] = [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+        b"HTTP/1.1 503 Busy\r\nretry-after: 7\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nx-t: 1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;a\nb\r\nz\r\n0\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+        b"HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n!",
+        b"HTTP/1.1 304 Not Modified\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ];
+    for answer in answers {
+        let mut p = Progress::default();
+        for k in 0..=answer.len() {
+            let fresh = parse_answer(&answer[..k], &mut Progress::default());
+            let resumed = parse_answer(&answer[..k], &mut p);
+            let text = String::from_utf8_lossy(&answer[..k]);
+            assert_eq!(resumed, fresh, "after {k} bytes of {text:?}");
+            if matches!(fresh, Ok(Some(_))) {
+                break;
+            }
+        }
+    }
+    for bad in [
+        &b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"[..],
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabX\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
+        b"NOT HTTP\r\n\r\n",
+    ] {
+        let mut p = Progress::default();
+        let errors = (0..=bad.len()).filter(|&k| parse_answer(&bad[..k], &mut p).is_err()).count();
+        assert!(errors > 0, "{:?} is refused fed a byte at a time", String::from_utf8_lossy(bad));
+    }
+}
+
+/// Bytes handed to a search or parser while `answer` arrives `step` bytes at a time.
+fn parse_work(answer: &[u8], step: usize) -> (usize, Option<Answer>) {
+    let mut p = Progress::default();
+    let mut k = 0;
+    loop {
+        k = (k + step).min(answer.len());
+        match parse_answer(&answer[..k], &mut p) {
+            Ok(Some(a)) => return (p.work, Some(a)),
+            Ok(None) if k == answer.len() => return (p.work, None),
+            Ok(None) => {}
+            Err(e) => panic!("refused after {k} bytes: {e}"),
+        }
+    }
+}
+
+/// A destination that trickles its answer a byte per read costs work linear in the answer's
+/// length: a 50 KiB head and the largest body read, a chunked body of one-byte chunks, and a long chunk
+/// extension full of bare line feeds are each examined at most a few times over. Before, the
+/// whole answer was parsed again from its start on every read (quadratic: about 10^10 bytes
+/// for the one-byte chunks), on the dispatcher that every destination shares.
+#[test]
+fn an_answer_trickled_a_byte_at_a_time_is_parsed_in_linear_work() {
+    let body = RESPONSE_BODY_BYTES_MAX;
+    let mut long_head = format!("HTTP/1.1 200 OK\r\ncontent-length: {body}\r\n").into_bytes();
+    for i in 0..100 {
+        long_head.extend(format!("x-filler-{i}: {}\r\n", "v".repeat(500)).as_bytes());
+    }
+    long_head.extend(b"\r\n");
+    long_head.extend(vec![b'b'; body]);
+    let mut one_byte_chunks = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..25_000 {
+        one_byte_chunks.extend(b"1\r\nx\r\n");
+    }
+    one_byte_chunks.extend(b"0\r\n\r\n");
+    let mut bare_feeds = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;".to_vec();
+    bare_feeds.extend(b"e\n".repeat(50_000));
+    bare_feeds.extend(b"\r\nx\r\n0\r\n\r\n");
+    for (name, answer) in
+        [("long head", long_head), ("one-byte chunks", one_byte_chunks), ("bare feeds", bare_feeds)]
+    {
+        let (work, got) = parse_work(&answer, 1);
+        let got = got.unwrap_or_else(|| panic!("{name}: never whole"));
+        assert_eq!((got.code, got.len), (200, answer.len()), "{name}");
+        assert!(work <= 4 * answer.len(), "{name}: {work} bytes examined for {}", answer.len());
+    }
 }
