@@ -76,8 +76,10 @@ const BREAKER_FAILURES: RangeInclusive<i64> = 0..=1_000_000;
 pub struct ConfigError {
     /// The file at fault (as given to [`Config::load`]).
     pub file: PathBuf,
-    /// The field at fault, e.g. `source[stripe-billing].secrets[k13].env`; for a TOML syntax
-    /// error or an unknown key, `line L, column C`; empty when the file itself is at fault.
+    /// The field at fault, e.g. `source[stripe-billing].secrets[k13].env`; for a value of the
+    /// wrong type, its key path and position (`source[#1].secrets (line 6, column 19)`); for an
+    /// unknown key, its path (`source[#2].colour`); for a TOML syntax error, `line L, column
+    /// C`; empty when the file itself is at fault.
     pub field: String,
     /// What is wrong, as a sentence fragment; never contains a secret.
     pub message: String,
@@ -262,17 +264,30 @@ impl Config {
         now_unix_s: i64,
     ) -> Result<Config, ConfigErrors> {
         let syntax = |e: toml::de::Error| {
+            let mut message = e.message().trim_end().to_owned();
+            if message == "duplicate key" {
+                // The span is the key (a name, never a value): say which.
+                if let Some(key) = e.span().and_then(|span| text.get(span)) {
+                    message = format!("duplicate key `{}`", key.trim());
+                }
+            }
             ConfigErrors(vec![ConfigError {
                 file: path.to_path_buf(),
                 field: toml_position(text, e.span()),
-                message: e.message().trim_end().to_owned(),
+                message,
             }])
         };
         let mut unknown = Vec::new();
         let deserializer = toml::de::Deserializer::parse(text).map_err(syntax)?;
-        let raw: RawConfig =
-            serde_ignored::deserialize(deserializer, |key| unknown.push(key_name(&key)))
-                .map_err(syntax)?;
+        let mut note_unknown = |key: serde_ignored::Path<'_>| unknown.push(key_name(&key));
+        let ignoring = serde_ignored::Deserializer::new(deserializer, &mut note_unknown);
+        let raw: RawConfig = serde_path_to_error::deserialize(ignoring).map_err(|e| {
+            let field = path_name(e.path());
+            let position = toml_position(text, e.inner().span());
+            let message = without_values(e.inner().message().trim_end());
+            let field = if field.is_empty() { position } else { format!("{field} ({position})") };
+            ConfigErrors(vec![ConfigError { file: path.to_path_buf(), field, message }])
+        })?;
         let mut check =
             Check { file: path, env, now_unix_s, errors: Vec::new(), warnings: Vec::new() };
         for field in unknown {
@@ -383,7 +398,73 @@ fn toml_position(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     format!("line {line}, column {column}")
 }
 
-/// Wall-clock Unix seconds, read once per load for the retired-secret warning.
+/// The config-file name of the key a type error is at, as [`key_name`] names unknown keys:
+/// `source[#2].secrets[#1]`; empty at the top level.
+fn path_name(path: &serde_path_to_error::Path) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => {
+                out.push_str(&format!("[#{}]", index + 1));
+            }
+            serde_path_to_error::Segment::Map { key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            serde_path_to_error::Segment::Enum { .. } | serde_path_to_error::Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// A deserializer's message without the value it quotes, and with the configuration's own
+/// type names put plainly: `invalid type: string "whsec_…", expected struct RawSecret` becomes
+/// `invalid type: a string, expected a table`. A value in the wrong place may well be a secret
+/// (`secrets = "whsec_…"` instead of a table), and no error ever prints one (SPEC §2, R28).
+fn without_values(message: &str) -> String {
+    let Some((prefix, rest)) = ["invalid type: ", "invalid value: ", "invalid length "]
+        .iter()
+        .find_map(|p| message.strip_prefix(p).map(|rest| (*p, rest)))
+    else {
+        return message.to_owned();
+    };
+    // serde's `Unexpected` reads `string "…"`, `integer `1``, `boolean `true``, `sequence`…
+    // The expected part never holds `, expected `; a quoted value may, so split at the last.
+    let (unexpected, expected) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
+    let kind = unexpected.split([' ', '`', '"']).next().unwrap_or("");
+    let kind = match kind {
+        "string" => "a string",
+        "integer" => "an integer",
+        "floating" => "a number",
+        "boolean" => "a boolean",
+        "character" => "a character",
+        "sequence" => "an array",
+        "map" => "a table",
+        _ if prefix == "invalid length " => "a length",
+        _ => "a value",
+    };
+    let expected = expected.trim();
+    let expected = if expected.starts_with("struct Raw") || expected == "a map" {
+        "a table"
+    } else {
+        match expected {
+            "a sequence" => "an array",
+            "i64" | "u64" | "u32" | "u16" | "u8" | "usize" | "i32" => "an integer",
+            "f64" | "f32" => "a number",
+            "bool" => "a boolean",
+            other => other,
+        }
+    };
+    let what = prefix.trim_end_matches([' ', ':']);
+    if expected.is_empty() {
+        format!("{what}: {kind}")
+    } else {
+        format!("{what}: {kind}, expected {expected}")
+    }
+}
+
 /// The config-file name of an unknown key: `source[#2].colour` for `source.1.colour`.
 fn key_name(path: &serde_ignored::Path<'_>) -> String {
     let mut out = String::new();
@@ -1450,6 +1531,44 @@ mod tests {
             assert!(line.contains(want), "{line:?} does not contain {want:?}");
         }
         config
+    }
+
+    /// A value of the wrong type is named by its key path and never echoed: it may be a secret
+    /// written where a table belongs (`secrets = "whsec_…"`). Before, the message quoted it
+    /// (`invalid type: string "whsec_…", expected struct RawSecret`) on `check-config` and in
+    /// a refused reload's log line, and named no field (found by an audit of the CLI).
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_by_its_key_and_never_echoed() {
+        let secret = "whsec_TOPSECRET_0123456789";
+        let cases: [(String, &str); 5] = [
+            (
+                MINIMAL.replace(r#"[{ id = "k", env = "GH_SECRET" }]"#, &format!("\"{secret}\"")),
+                "source[#1].secrets (line 6, column 19): invalid type: a string, expected an array",
+            ),
+            (
+                MINIMAL.replace(r#"[{ id = "k", env = "GH_SECRET" }]"#, &format!("[\"{secret}\"]")),
+                "source[#1].secrets[#1] (line 6, column 20): invalid type: a string, expected a table",
+            ),
+            (
+                MINIMAL.replace(r#"env = "GH_SECRET""#, "value = 12345678901234"),
+                "source[#1].secrets[#1].value (line 6, column 40): invalid type: an integer, expected a string",
+            ),
+            (
+                minimal_with("[server]\ncores = \"two\"", ""),
+                "server.cores (line 2, column 9): invalid type: a string, expected an integer",
+            ),
+            (
+                MINIMAL.replace("tenant = \"t\"", "tenant = \"t\"\n        tenant = \"u\""),
+                "line 5, column 9: duplicate key `tenant`",
+            ),
+        ];
+        for (text, want) in cases {
+            let errors = Config::from_toml_str_at(&text, Path::new("test.toml"), &env, NOW)
+                .expect_err("refused");
+            let shown = errors.to_string();
+            assert!(shown.contains(want), "{shown:?} should contain {want:?}");
+            assert!(!shown.contains("TOPSECRET") && !shown.contains("12345678901234"), "{shown}");
+        }
     }
 
     /// `MINIMAL` with `extra` appended to the source table and `top` put before it.
