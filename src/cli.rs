@@ -185,6 +185,11 @@ pub fn run(cli: Cli) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(code = "serve_failed", "{e:#}");
+                    if !tracing::enabled!(tracing::Level::ERROR) {
+                        // `HOOKWALL_LOG` hides errors (say a mistyped level, read as a target
+                        // name): the reason the process ends must still be seen.
+                        eprintln!("hookwall serve: {e:#}");
+                    }
                     ExitCode::from(1)
                 }
             }
@@ -245,10 +250,19 @@ fn abort_on_panic() {
     }));
 }
 
-/// Logs to stderr; level from `HOOKWALL_LOG` (tracing filter syntax), default `info`.
+/// Logs to stderr; level from `HOOKWALL_LOG` (tracing filter syntax), default `info`. A value
+/// that is not a filter is reported on stderr and `info` used instead.
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKWALL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match std::env::var("HOOKWALL_LOG") {
+        Ok(text) if !text.trim().is_empty() => tracing_subscriber::EnvFilter::try_new(&text)
+            .unwrap_or_else(|e| {
+                eprintln!(
+                    "hookwall: HOOKWALL_LOG={text:?} is not a log filter ({e}); logging at info"
+                );
+                tracing_subscriber::EnvFilter::new("info")
+            }),
+        _ => tracing_subscriber::EnvFilter::new("info"),
+    };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),

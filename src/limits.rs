@@ -152,6 +152,10 @@ pub const CONN_OUTPUT_BACKLOG_MAX: usize = 64 * 1024;
 
 /// `hookwall loadgen`: most connections one run may open.
 pub const LOADGEN_CONNECTIONS_MAX: usize = 4096;
+/// `hookwall loadgen`: most worker threads (`--threads`); each has its own stack, and far
+/// more threads than CPUs only add switching (an audit's `--threads 100000` aborted the
+/// process when the kernel refused the stacks).
+pub const LOADGEN_THREADS_MAX: usize = 1024;
 /// `hookwall loadgen`: longest `--duration` (a run always stops by itself).
 pub const LOADGEN_DURATION_MAX: std::time::Duration = std::time::Duration::from_secs(3600);
 /// `hookwall loadgen`: highest `--rate`, requests per second.

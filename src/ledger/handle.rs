@@ -66,6 +66,16 @@ pub enum Error {
         /// RocksDB's reason.
         source: rocksdb::Error,
     },
+    /// The path is not a ledger directory and must not become one: a file, or a directory
+    /// holding files no ledger has (a mistyped `ledger.path` would otherwise start an empty
+    /// ledger among them, and admit again what the real one already holds).
+    #[error("cannot open the ledger at {path}: {reason}")]
+    NotALedger {
+        /// The path.
+        path: PathBuf,
+        /// What is there instead.
+        reason: String,
+    },
     /// A read or write failed.
     #[error("ledger storage error: {0}")]
     Storage(#[from] rocksdb::Error),

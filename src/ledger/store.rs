@@ -374,6 +374,7 @@ fn shard_cfs(s: usize) -> [String; 3] {
 /// [`Error::Open`] when RocksDB cannot open or create it, [`Error::Shards`] for a count out of
 /// `1..=SHARDS_MAX`, [`Error::Corrupt`] when `meta` holds an unreadable count.
 pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
+    check_ledger_directory(path)?;
     let open_err = |source| Error::Open { path: path.to_path_buf(), source };
     // A missing DB has no CF list yet; RocksDB then creates everything.
     let mut names = Db::list_cf(&Options::default(), path).unwrap_or_default();
@@ -396,6 +397,50 @@ pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
         }
     }
     Ok((db, shards))
+}
+
+/// Refuses a `path` that is not a directory, and a directory without a ledger (no `CURRENT`)
+/// holding any file RocksDB would not have written there: a mistyped `ledger.path` pointing at
+/// some other directory must fail the start, not create a new, empty ledger among its files
+/// (every event the real ledger holds would then be admitted again). A missing path, an empty
+/// directory, and the leftovers of a first start that crashed before `CURRENT` existed are fine.
+///
+/// # Errors
+/// [`Error::NotALedger`] naming what is there.
+fn check_ledger_directory(path: &Path) -> Result<(), Error> {
+    let refuse = |reason: String| Err(Error::NotALedger { path: path.to_path_buf(), reason });
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        // Missing: created at open. Unreadable: RocksDB reports it with its own words.
+        Err(_) => return Ok(()),
+    };
+    if !meta.is_dir() {
+        return refuse("it is not a directory".to_owned());
+    }
+    if path.join("CURRENT").exists() {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return Ok(()) };
+    let foreign = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|name| !written_by_a_ledger(name));
+    match foreign {
+        Some(name) => refuse(format!(
+            "the directory holds no ledger but holds other files (e.g. {name:?}); point \
+             ledger.path at the ledger's directory, or at an empty or new one"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Whether a file named `name` may be in a ledger directory before its `CURRENT` exists:
+/// RocksDB's own files (lock, info log, identity, manifests, options, WAL and table files,
+/// temporaries), the `O_DIRECT` probe, and a file system's `lost+found` (a mount point).
+fn written_by_a_ledger(name: &str) -> bool {
+    matches!(name, "LOCK" | "LOG" | "IDENTITY" | "lost+found" | DIRECT_IO_PROBE)
+        || ["LOG.old.", "MANIFEST-", "OPTIONS-"].iter().any(|p| name.starts_with(p))
+        || [".log", ".sst", ".dbtmp", ".blob"].iter().any(|s| name.ends_with(s))
 }
 
 fn check_shards(shards: usize) -> Result<usize, Error> {
@@ -967,15 +1012,49 @@ mod tests {
         assert_eq!(round_trip_with_flushes(dir.path()), expected);
     }
 
-    /// Where the probe cannot create its file, the ledger does not ask for O_DIRECT, and a
-    /// directory RocksDB cannot use is still RocksDB's error to report (here: a regular file).
+    /// Where the probe cannot create its file, the ledger does not ask for O_DIRECT; a path
+    /// that is a regular file is refused before the probe or RocksDB run, in plain words (it
+    /// once gave a misleading probe line and RocksDB's debug text).
     #[test]
-    fn a_failed_probe_means_buffered_io_and_the_open_error_is_reported() {
+    fn a_failed_probe_means_buffered_io_and_a_file_is_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("not-a-directory");
         std::fs::write(&file, b"x").expect("writes");
         assert!(!direct_io_supported(&file));
-        assert!(matches!(open(&file, 1), Err(Error::Open { .. })));
+        let error = open(&file, 1).expect_err("refused");
+        assert!(matches!(error, Error::NotALedger { .. }), "{error:?}");
+        assert!(error.to_string().ends_with("it is not a directory"), "{error}");
+    }
+
+    /// A directory that holds no ledger but other files is refused and left as it was (an
+    /// audit's mistyped path had a new, empty ledger created among them); an empty directory,
+    /// a missing one, and the leftovers of a first start killed before `CURRENT` existed open.
+    #[test]
+    fn a_directory_of_other_files_is_not_made_a_ledger() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).expect("creates");
+        std::fs::write(other.join("notes.txt"), b"mine").expect("writes");
+        let error = open(&other, 1).expect_err("refused");
+        assert!(matches!(error, Error::NotALedger { .. }), "{error:?}");
+        assert!(error.to_string().contains("\"notes.txt\""), "{error}");
+        let names: Vec<_> = std::fs::read_dir(&other)
+            .expect("lists")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["notes.txt"], "nothing written beside it");
+
+        let leftovers = dir.path().join("leftovers");
+        std::fs::create_dir(&leftovers).expect("creates");
+        for name in ["LOCK", "LOG", "LOG.old.1700000000000000", "IDENTITY", "lost+found"] {
+            std::fs::write(leftovers.join(name), b"").expect("writes");
+        }
+        let (db, shards) = open(&leftovers, 1).expect("a first start's leftovers open");
+        assert_eq!(shards, 1);
+        drop(db);
+        let (db, _) = open(&leftovers, 1).expect("reopens");
+        drop(db);
+        assert!(open(&dir.path().join("new/ledger"), 1).is_ok(), "a missing path is created");
     }
 
     /// A ledger path whose parents are missing is created whole, as the `rocksdb` crate's open

@@ -38,6 +38,7 @@ use rand::Rng as _;
 use crate::clock;
 use crate::limits::{
     LOADGEN_CONNECTIONS_MAX, LOADGEN_DURATION_MAX, LOADGEN_HISTORY_MAX, LOADGEN_RATE_MAX,
+    LOADGEN_THREADS_MAX,
 };
 use crate::provider::Provider;
 use conn::Target;
@@ -86,7 +87,7 @@ pub struct Args {
     /// Print the report as one JSON object (latencies in µs) instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Worker threads (default: the CPUs this process may run on).
+    /// Worker threads, 1..=1024 (default: the CPUs this process may run on).
     #[arg(long)]
     pub threads: Option<usize>,
 }
@@ -164,7 +165,9 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     }
     let timeout = parse_duration("--timeout", &args.timeout)?;
     let threads = match args.threads {
-        Some(0) => return Err("--threads 0: must be at least 1".to_owned()),
+        Some(n) if !(1..=LOADGEN_THREADS_MAX).contains(&n) => {
+            return Err(format!("--threads {n}: must be 1..={LOADGEN_THREADS_MAX}"));
+        }
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
     };
@@ -257,6 +260,16 @@ pub fn main(args: &Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // Created before the run, so a path that cannot be written is bad usage found at once,
+    // not after the whole load was sent.
+    let out = match args.out.as_deref().map(std::fs::File::create).transpose() {
+        Ok(out) => out,
+        Err(e) => {
+            let path = args.out.as_deref().unwrap_or(std::path::Path::new("")).display();
+            eprintln!("hookwall loadgen: cannot write --out {path}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(plan.threads)
         .enable_all()
@@ -269,7 +282,7 @@ pub fn main(args: &Args) -> ExitCode {
         }
     };
     match runtime.block_on(run(&plan)) {
-        Ok((shape, tally)) => finish(args, &shape, &tally),
+        Ok((shape, tally)) => finish(args, out, &shape, &tally),
         Err(why) => {
             eprintln!("hookwall loadgen: {why}");
             ExitCode::from(1)
@@ -277,14 +290,15 @@ pub fn main(args: &Args) -> ExitCode {
     }
 }
 
-fn finish(args: &Args, shape: &Shape, tally: &Tally) -> ExitCode {
+fn finish(args: &Args, out: Option<std::fs::File>, shape: &Shape, tally: &Tally) -> ExitCode {
     if args.json {
         println!("{}", report::json(shape, tally));
     } else {
         print!("{}", report::text(shape, tally));
     }
-    if let Some(path) = &args.out {
-        if let Err(e) = std::fs::write(path, report::hgrm(&tally.corrected_us)) {
+    if let (Some(mut file), Some(path)) = (out, &args.out) {
+        let hgrm = report::hgrm(&tally.corrected_us);
+        if let Err(e) = std::io::Write::write_all(&mut file, hgrm.as_bytes()) {
             eprintln!("hookwall loadgen: cannot write --out {}: {e}", path.display());
             return ExitCode::from(1);
         }
@@ -638,7 +652,9 @@ mod tests {
         check(&with(&["--duration", "soon"]), Err("--duration \"soon\""));
         check(&with(&["--connections", "0"]), Err("--connections 0: must be 1..=4096"));
         check(&with(&["--requests", "0"]), Err("--requests 0"));
-        check(&with(&["--threads", "0"]), Err("--threads 0"));
+        check(&with(&["--threads", "0"]), Err("--threads 0: must be 1..=1024"));
+        check(&with(&["--threads", "100000"]), Err("--threads 100000: must be 1..=1024"));
+        check(&with(&["--threads", "1024"]), Ok(()));
         let mut bad = BASE.to_vec();
         bad[3] = "quickbooks";
         check(&bad, Err("--provider \"quickbooks\": unknown or not supported by this build (supported: stripe, github"));
@@ -651,6 +667,8 @@ mod tests {
         bad[3] = "standard";
         bad[5] = "whsec_***";
         check(&bad, Err("--secret: not base64 after the whsec_ prefix"));
+        bad[5] = "whpk_MCowBQYDK2VwAyEA";
+        check(&bad, Err("--secret: a whpk_ key is the receiver's public key"));
     }
 
     #[test]

@@ -81,6 +81,13 @@ impl Signer {
                     .map_err(|_| "not an Ed25519 seed".to_owned())?;
                 SignKey::Ed25519(pair)
             }
+            Provider::Standard if secret.starts_with("whpk_") => {
+                return Err(
+                    "a whpk_ key is the receiver's public key; signing needs the sender's \
+                     whsk_ secret key (v1a) or a whsec_ secret (v1)"
+                        .to_owned(),
+                );
+            }
             Provider::Standard | Provider::Svix => {
                 let material = base64_after(secret, "whsec_")?;
                 if material.is_empty() {

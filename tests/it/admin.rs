@@ -75,3 +75,33 @@ fn bad_config_exits_2_and_names_every_field() {
     }
     assert!(!dir.path().join("ledger").exists(), "serve created nothing for a bad config");
 }
+
+/// A `serve` that cannot start still says why when `HOOKWALL_LOG` hides its log (a mistyped
+/// level is read as a target name and enables nothing; an audit's `HOOKWALL_LOG=debgu` run
+/// exited 1 with no output at all), and an invalid filter is reported and `info` used. The
+/// ledger path here is a file: refused by name before anything is written.
+#[test]
+fn a_failed_start_is_reported_whatever_hookwall_log_says() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("ledger"), b"not a ledger").expect("writing a file");
+    let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
+    let path = dir.path().join("good.toml");
+    std::fs::write(&path, good).expect("writing the config");
+    let path_text = path.display().to_string();
+    for filter in ["debgu", "hookwall=[[["] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+            .args(["serve", "-c", &path_text])
+            .current_dir(dir.path())
+            .env_remove("HOOKWALL_CONFIG")
+            .env("HOOKWALL_LOG", filter)
+            .output()
+            .expect("running hookwall");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{filter}: exit code; stderr:\n{stderr}");
+        assert!(stderr.contains("ledger.path"), "{filter}: names the field; stderr:\n{stderr}");
+        assert!(stderr.contains("it is not a directory"), "{filter}: says why:\n{stderr}");
+        if filter.contains('[') {
+            assert!(stderr.contains("is not a log filter"), "{filter}: reported:\n{stderr}");
+        }
+    }
+}

@@ -135,8 +135,11 @@ fn loadgen_answers_add_up_for_every_provider() {
 #[test]
 fn loadgen_refuses_bad_flags_with_exit_2() {
     let base = ["--target", "http://127.0.0.1:9/x", "--provider", "stripe", "--secret", "whsec_x"];
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--duplicates", "1.5"], "--duplicates 1.5: must be a share in [0, 1)"),
+        // Checked before any request is sent (it once failed only after the whole run).
+        (&["--out", "/nonexistent-hookwall-dir/x.hgrm"], "cannot write --out"),
+        (&["--threads", "100000"], "--threads 100000: must be 1..=1024"),
         (&["--rate", "0/s"], "--rate \"0/s\": must be more than 0"),
         (&["--connections", "0"], "--connections 0: must be 1..="),
         (&["--duration", "forever"], "--duration \"forever\""),
