@@ -180,6 +180,10 @@ async fn run_async(args: DlqArgs) -> Result<(), Failure> {
         DlqCommand::List(list) => list_events(&api, &list, args.json).await,
         DlqCommand::Inspect { key } => inspect(&api, &key, args.json).await,
         DlqCommand::Replay(replay) if replay.all => replay_all(&api, &replay, args.json).await,
+        // clap's `requires` counts the `--all` flag as present even when false.
+        DlqCommand::Replay(ReplayArgs { source: Some(_), .. }) => {
+            Err(Failure::Usage("--source applies to --all only, not to keys".to_owned()))
+        }
         DlqCommand::Replay(replay) => {
             act_on_keys(&api, "replay", &replay.keys, &replay.reason, args.json).await
         }
@@ -274,6 +278,10 @@ impl Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .tls_backend_rustls()
+            // The admin API never redirects: a redirect means another server at --admin, and
+            // following it would send a replay's reason there (the token is never forwarded
+            // across hosts by reqwest, but the request would be).
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("hookwall-dlq/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -804,6 +804,70 @@ fn dlq_refuses_a_server_that_is_not_the_admin_api_and_quotes_no_config_line() {
     assert!(!stderr.contains(secret) && !stderr.contains("whsec_"), "no secret: {}", show(&out));
 }
 
+/// `hookwall dlq` never follows a redirect: the admin API gives none, so one means another
+/// server at `--admin`, and following it sent the replay and its reason to wherever it pointed
+/// (found by an audit of the CLI). `--source` with keys (it filters `--all` only) is refused
+/// as bad usage instead of being ignored.
+#[test]
+fn dlq_follows_no_redirect_and_refuses_source_with_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("writing the token");
+    let token_file = token_file.display().to_string();
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let elsewhere_addr = elsewhere.local_addr().expect("addr");
+    elsewhere.set_nonblocking(true).expect("nonblocking");
+    let redirector = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let admin = format!("http://{}", redirector.local_addr().expect("addr"));
+    let answering = std::thread::spawn(move || {
+        let (mut s, _) = redirector.accept().expect("dlq connects");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n")
+            && std::io::Read::read(&mut s, &mut byte).expect("reads") == 1
+        {
+            head.push(byte[0]);
+        }
+        let answer = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{elsewhere_addr}/admin/events/x/replay\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        std::io::Write::write_all(&mut s, answer.as_bytes()).expect("answers");
+    });
+    let out = dlq_raw(&[
+        "dlq",
+        "replay",
+        "a/b/c",
+        "--reason",
+        "r",
+        "--admin",
+        &admin,
+        "--token-file",
+        &token_file,
+    ]);
+    answering.join().expect("the redirector answered");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not hookwall's admin API"), "{}", show(&out));
+    assert!(elsewhere.accept().is_err(), "the redirect was followed");
+
+    let out = dlq_raw(&[
+        "dlq",
+        "replay",
+        "a/b/c",
+        "--source",
+        "s",
+        "--reason",
+        "r",
+        "--admin",
+        &admin,
+        "--token-file",
+        &token_file,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--source applies to --all only"));
+}
+
 /// Review finding: a reload to `breaker_failures_max = 0` (breaker off) left an open breaker
 /// open, still pacing the destination to one probe per `backoff_min`. It now closes at once.
 #[test]
