@@ -107,6 +107,22 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         ));
     }
     let url = captured.url.as_deref();
+    if let Some(text) = url.filter(|_| provider.signs_url()) {
+        let parsed = reqwest::Url::parse(text).map_err(|e| e.to_string()).and_then(|u| {
+            let web = matches!(u.scheme(), "http" | "https") && u.host_str().is_some();
+            if web {
+                Ok(())
+            } else {
+                Err("not an http:// or https:// URL with a host".to_owned())
+            }
+        });
+        if let Err(why) = parsed {
+            return Verdict::Usage(format!(
+                "--url {text:?}: {why} (give the URL {} posted to, e.g. https://host/path?query)",
+                provider.name()
+            ));
+        }
+    }
     match verify::verify_signed_url(&source, &req, url, captured.at_unix_s) {
         Err(reject) => Verdict::Rejected(format!("{}: {reject}", reject.code())),
         Ok(verified) => Verdict::Authentic(facts(&source, &req, verified, captured.at_unix_s)),
@@ -255,6 +271,20 @@ mod tests {
             matches!(&got, Verdict::Usage(w) if w.starts_with("--header number 2") && !w.contains("dXNlcjpz")),
             "{got:?}"
         );
+        // A URL-signing provider's --url that is no URL is bad usage naming --url, not a
+        // missing signature (found by an audit of the CLI).
+        for url in ["not a url", "ftp://host/x", "mailto:a@b"] {
+            let twilio = Captured {
+                provider: "twilio".to_owned(),
+                secret: "token".to_owned(),
+                headers: vec!["X-Twilio-Signature: abc".to_owned()],
+                url: Some(url.to_owned()),
+                at_unix_s: 1_614_265_330,
+                scheme: Vec::new(),
+            };
+            let got = judge(&twilio, b"a=b".to_vec());
+            assert!(matches!(&got, Verdict::Usage(w) if w.starts_with("--url")), "{url}: {got:?}");
+        }
         let gzip = [GH_SIG, "Content-Encoding: gzip"];
         check("github", GH_SECRET, &gzip, body, "rejected: unsupported_encoding");
         let identity = [GH_SIG, "Content-Encoding: identity"];
