@@ -307,6 +307,14 @@ fn finish(args: &Args, out: Option<std::fs::File>, shape: &Shape, tally: &Tally)
         eprintln!("hookwall loadgen: the target answered no request");
         return ExitCode::from(1);
     }
+    let refused = tally.by_http.get(&401).copied().unwrap_or(0);
+    if refused == tally.answered_total() {
+        // Still a finished run (loadgen targets any URL), but almost surely not the one meant.
+        eprintln!(
+            "hookwall loadgen: warning: every answer was 401: the target refused the signatures; \
+             check --secret and --provider against the source's configuration"
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -67,6 +67,7 @@ fn run_against(f: &Fixture, source: &Source, out: &std::path::Path) -> serde_jso
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "loadgen failed ({}): {stderr}", o.status);
+    assert!(!stderr.contains("every answer was 401"), "{stderr}");
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!("loadgen --json printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stdout))
     })
@@ -130,6 +131,12 @@ fn loadgen_answers_add_up_for_every_provider() {
         let fields: Vec<&str> = last_row.split_whitespace().collect();
         assert_eq!(fields.get(1..3), Some(&["1.000000000000", "200"][..]), "{text}");
     }
+    // A wrong secret: a finished run (exit 0), but said plainly, as every answer is 401.
+    let url = format!("http://{}/webhooks/{}", f.hw.ingress, stripe_a().id);
+    let o = loadgen_stripe(&url, &["--rate", "200/s", "--duration", "5s", "--requests", "20"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("warning: every answer was 401"), "{stderr}");
 }
 
 #[test]
