@@ -601,6 +601,8 @@ struct Answer {
 struct Progress {
     /// Bytes at the start of the buffer searched for the head's end without finding it.
     head_scanned: usize,
+    /// Where the status line starts: the first byte that is not CR or LF, once seen.
+    head_start: Option<usize>,
     /// The answer's head, once whole.
     head: Option<Head>,
     /// Chunked body: where the next chunk-size or trailer line starts (from the buffer start).
@@ -668,8 +670,15 @@ fn parse_answer(buf: &[u8], p: &mut Progress) -> Result<Option<Answer>, String> 
             // once) and then only once an empty line has arrived.
             let from = p.head_scanned.saturating_sub(2);
             let first_look = p.head_scanned == 0;
+            if p.head_start.is_none() {
+                // Empty lines before the status line (httparse skips them) end no head:
+                // counting them made every read of a flood of them parse the buffer again.
+                let blank = |b: &u8| matches!(b, b'\r' | b'\n');
+                let after = buf[p.head_scanned..].iter().position(|b| !blank(b));
+                p.head_start = after.map(|i| p.head_scanned + i);
+            }
             p.examined(buf.len() - from);
-            let ended = head_end_after(buf, from);
+            let ended = p.head_start.is_some_and(|start| head_end_after(buf, from.max(start)));
             p.head_scanned = buf.len();
             if !ended && !first_look {
                 if buf.len() > HEAD_BYTES_MAX {
