@@ -398,6 +398,36 @@ fn toml_position(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     format!("line {line}, column {column}")
 }
 
+/// An environment variable's name as error messages show it: as written when it looks like
+/// one by convention (`STRIPE_WEBHOOK_SECRET`: upper case, digits, `_`), else not at all — a
+/// secret pasted into `env` by mistake (`env = "whsec_…"`) must not be printed (R28).
+fn shown_env_name(name: &str) -> String {
+    let conventional = name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if conventional {
+        name.to_owned()
+    } else {
+        "(name not shown: not an upper-case variable name, and possibly a secret pasted in)"
+            .to_owned()
+    }
+}
+
+/// A file path as error messages show it: as written when absolute or explicitly relative
+/// (`/run/credentials/…`, `./tls/key.pem`), else not at all — a secret or a PEM pasted into a
+/// path key by mistake must not be printed (R28).
+fn shown_path(path: &str) -> String {
+    let pathlike = ["/", "./", "../"].iter().any(|p| path.starts_with(p))
+        && path.len() <= 4096
+        && !path.chars().any(char::is_control);
+    if pathlike {
+        path.to_owned()
+    } else {
+        "the file (path not shown: not absolute or ./-relative, and possibly a secret pasted in)"
+            .to_owned()
+    }
+}
+
 /// The config-file name of the key a type error is at, as [`key_name`] names unknown keys:
 /// `source[#2].secrets[#1]`; empty at the top level.
 fn path_name(path: &serde_path_to_error::Path) -> String {
@@ -458,6 +488,14 @@ fn without_values(message: &str) -> String {
         }
     };
     let what = prefix.trim_end_matches([' ', ':']);
+    if prefix == "invalid length " {
+        // An array given where a table (or a shorter array) belongs.
+        return format!("invalid type: an array, expected {expected}");
+    }
+    if kind == expected {
+        // `integer `99999999999999999999` as i128, expected i64`: the type is right.
+        return format!("{what}: {kind} out of range");
+    }
     if expected.is_empty() {
         format!("{what}: {kind}")
     } else {
@@ -609,7 +647,8 @@ fn timestamp_unix_s(value: &toml::Value) -> Result<i64, String> {
             return Err(format!("expected an RFC 3339 timestamp, found a {}", other.type_str()))
         }
     };
-    let expect = || format!("{text:?} is not an RFC 3339 UTC timestamp like 2026-12-31T00:00:00Z");
+    // The text is not repeated: a value in the wrong key may be a secret.
+    let expect = || "is not an RFC 3339 UTC timestamp like 2026-12-31T00:00:00Z".to_owned();
     let time = humantime::parse_rfc3339(&text).map_err(|_| expect())?;
     let seconds = time.duration_since(UNIX_EPOCH).map_err(|_| expect())?.as_secs();
     i64::try_from(seconds).map_err(|_| expect())
@@ -772,7 +811,8 @@ impl Check<'_> {
         let mut readable = true;
         for (field, path) in [("server.tls.cert", &cert), ("server.tls.key", &key)] {
             if let Err(e) = read_bounded(path, limits::CONFIG_FILE_BYTES_MAX) {
-                self.error(field, format!("cannot read {}: {e}", path.display()));
+                let shown = shown_path(&path.to_string_lossy());
+                self.error(field, format!("cannot read {shown}: {e}"));
                 readable = false;
             }
         }
@@ -925,7 +965,8 @@ impl Check<'_> {
             }
             Ok(text) => Some(AdminToken(text.trim().to_owned())),
             Err(e) => {
-                self.error("admin.token_file", format!("cannot read {}: {e}", path.display()));
+                let shown = shown_path(&path.to_string_lossy());
+                self.error("admin.token_file", format!("cannot read {shown}: {e}"));
                 None
             }
         }
@@ -1363,7 +1404,8 @@ impl Check<'_> {
     }
 
     /// The secret as written, from exactly one of `value`, `env` or `file` (an inline value is
-    /// warned about). Errors name the variable or path, never the secret.
+    /// warned about). Errors name the variable or path when it looks like one
+    /// ([`shown_env_name`], [`shown_path`]), never the secret.
     fn secret_text(&mut self, label: &str, raw: &RawSecret) -> Option<String> {
         match (&raw.value, &raw.env, &raw.file) {
             (Some(value), None, None) => {
@@ -1373,7 +1415,8 @@ impl Check<'_> {
             (None, Some(name), None) => {
                 let value = (self.env)(name).filter(|v| !v.is_empty());
                 if value.is_none() {
-                    let message = format!("environment variable {name} is unset or empty");
+                    let message =
+                        format!("environment variable {} is unset or empty", shown_env_name(name));
                     self.error(&format!("{label}.env"), message);
                 }
                 value
@@ -1382,7 +1425,8 @@ impl Check<'_> {
                 match read_text(Path::new(path), limits::SECRET_FILE_BYTES_MAX) {
                     Ok(text) => Some(text.trim_end().to_owned()),
                     Err(e) => {
-                        self.error(&format!("{label}.file"), format!("cannot read {path}: {e}"));
+                        let message = format!("cannot read {}: {e}", shown_path(path));
+                        self.error(&format!("{label}.file"), message);
                         None
                     }
                 }
@@ -1540,7 +1584,7 @@ mod tests {
     #[test]
     fn a_value_of_the_wrong_type_is_named_by_its_key_and_never_echoed() {
         let secret = "whsec_TOPSECRET_0123456789";
-        let cases: [(String, &str); 5] = [
+        let cases: [(String, &str); 10] = [
             (
                 MINIMAL.replace(r#"[{ id = "k", env = "GH_SECRET" }]"#, &format!("\"{secret}\"")),
                 "source[#1].secrets (line 6, column 19): invalid type: a string, expected an array",
@@ -1556,6 +1600,26 @@ mod tests {
             (
                 minimal_with("[server]\ncores = \"two\"", ""),
                 "server.cores (line 2, column 9): invalid type: a string, expected an integer",
+            ),
+            (
+                minimal_with("[server]\ncores = 99999999999999999999", ""),
+                "server.cores (line 2, column 9): ",
+            ),
+            (
+                MINIMAL.replace(r#"[{ id = "k", env = "GH_SECRET" }]"#, &format!("[[\"k\", \"{secret}\"]]")),
+                "source[#1].secrets[#1] (line 6, column 20): invalid type: an array, expected a table",
+            ),
+            (
+                MINIMAL.replace(r#"env = "GH_SECRET""#, &format!("env = \"{secret}\"")),
+                "source[s].secrets[k].env: environment variable (name not shown",
+            ),
+            (
+                MINIMAL.replace(r#"env = "GH_SECRET""#, &format!("file = \"{secret}\"")),
+                "source[s].secrets[k].file: cannot read the file (path not shown",
+            ),
+            (
+                MINIMAL.replace(r#"env = "GH_SECRET""#, &format!("env = \"GH_SECRET\", not_before = \"{secret}\"")),
+                "source[s].secrets[k].not_before: is not an RFC 3339 UTC timestamp",
             ),
             (
                 MINIMAL.replace("tenant = \"t\"", "tenant = \"t\"\n        tenant = \"u\""),
@@ -2111,7 +2175,7 @@ mod tests {
             &[
                 "source[s].secrets[k].not_after: must be later than not_before",
                 "source[s].secrets[#2].id: duplicate secret id \"k\"",
-                "source[s].secrets[k].not_after: \"tomorrow\" is not an RFC 3339 UTC timestamp",
+                "source[s].secrets[k].not_after: is not an RFC 3339 UTC timestamp",
             ],
         );
     }
