@@ -834,36 +834,18 @@ fn dlq_follows_no_redirect_and_refuses_source_with_keys() {
         );
         std::io::Write::write_all(&mut s, answer.as_bytes()).expect("answers");
     });
-    let out = dlq_raw(&[
-        "dlq",
-        "replay",
-        "a/b/c",
-        "--reason",
-        "r",
-        "--admin",
-        &admin,
-        "--token-file",
-        &token_file,
-    ]);
+    let replay = |extra: &[&str]| {
+        let to = ["--reason", "r", "--admin", &admin, "--token-file", &token_file];
+        dlq_raw(&[&["dlq", "replay", "a/b/c"][..], extra, &to[..]].concat())
+    };
+    let out = replay(&[]);
     answering.join().expect("the redirector answered");
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is not hookwall's admin API"), "{}", show(&out));
     assert!(elsewhere.accept().is_err(), "the redirect was followed");
 
-    let out = dlq_raw(&[
-        "dlq",
-        "replay",
-        "a/b/c",
-        "--source",
-        "s",
-        "--reason",
-        "r",
-        "--admin",
-        &admin,
-        "--token-file",
-        &token_file,
-    ]);
+    let out = replay(&["--source", "s"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--source applies to --all only"));
 }
