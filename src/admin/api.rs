@@ -143,6 +143,12 @@ async fn reason(
     required: bool,
     read_timeout: std::time::Duration,
 ) -> Result<Option<String>, Reply> {
+    // A declared length over the limit is refused at once, before any byte is waited for.
+    let declared = hyper::body::Body::size_hint(request.body()).lower();
+    if declared > ADMIN_BODY_BYTES_MAX as u64 {
+        let message = format!("the body is over {ADMIN_BODY_BYTES_MAX} bytes");
+        return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", &message));
+    }
     let body = Limited::new(request.into_body(), ADMIN_BODY_BYTES_MAX).collect();
     let Ok(body) = tokio::time::timeout(read_timeout, body).await else {
         let message =

@@ -352,13 +352,31 @@ impl Config {
 fn destination_row(destination: &DestinationConfig) -> Vec<String> {
     vec![
         destination.id.clone(),
-        destination.url.clone(),
+        shown_url(&destination.url),
         human(destination.timeout),
         destination.attempts_max.to_string(),
         format!("{}..{}", human(destination.backoff_min), human(destination.backoff_max)),
         destination.concurrency_max.to_string(),
         destination.pipeline.to_string(),
     ]
+}
+
+/// A destination URL as `check-config` prints it: a query (`?token=…`, some downstreams
+/// authenticate so) written `?…`, and a password (refused by the checks; kept out here too)
+/// written `***`, as either may be a credential (R28). Unparseable text is not shown.
+fn shown_url(text: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(text) else { return "(not a URL)".to_owned() };
+    if url.password().is_some() {
+        // Err: a URL that cannot have a password (none of the schemes allowed here).
+        let _ = url.set_password(Some("***"));
+    }
+    let query = url.query().is_some();
+    url.set_query(None);
+    let mut shown = url.to_string();
+    if query {
+        shown.push_str("?…");
+    }
+    shown
 }
 
 fn human(duration: Duration) -> String {
@@ -1938,6 +1956,21 @@ mod tests {
         assert!(table.contains("standard-dev  dev     standard"), "{table}");
         assert!(table.contains("http://127.0.0.1:3000/hooks"), "{table}");
         assert!(!table.contains("whsec_"), "secret printed:\n{table}");
+    }
+
+    /// `check-config`'s table shows a destination URL without its password or query, which may
+    /// carry a credential (found by a newcomer's review: `?k=whsec_…` was printed in full).
+    #[test]
+    fn destination_urls_are_shown_without_credentials() {
+        let text = MINIMAL.replace(
+            "http://127.0.0.1:3000/hooks",
+            "http://127.0.0.1:3000/hooks?token=whsec_SECRET",
+        );
+        let table = check(&text, Expect::Ok(&[])).unwrap().describe();
+        assert!(table.contains("http://127.0.0.1:3000/hooks?…"), "{table}");
+        assert!(!table.contains("SECRET"), "{table}");
+        assert_eq!(shown_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        assert_eq!(shown_url("nats://u:hunter2@127.0.0.1:4222"), "nats://u:***@127.0.0.1:4222");
     }
 
     #[test]

@@ -878,7 +878,8 @@ fn a_reload_that_turns_the_breaker_off_closes_it() {
 
 /// An operator request whose body never fully arrives is answered 408 `timeout` after
 /// `server.read_timeout`, as on the ingress, instead of holding its connection and one of the
-/// admin listener's slots forever (found by an audit of the admin listener).
+/// admin listener's slots forever (found by an audit of the admin listener); one that declares
+/// more than the limit is answered 413 at once (found by a newcomer's review).
 #[test]
 fn an_admin_body_that_never_arrives_is_answered_408() {
     let f = fixture(Script::always(200), |s| s.read_timeout = "1s");
@@ -894,4 +895,18 @@ fn an_admin_body_that_never_arrives_is_answered_408() {
     let _ = std::io::Read::read_to_end(&mut stream, &mut got);
     let (answer, _) = client::parse_response(&got).expect("parse").expect("a whole answer");
     assert_eq!(answer.answer(), (408, "timeout".to_owned()), "{answer}");
+    // A declared length over the limit is answered 413 at once, not after the timeout.
+    let mut stream = std::net::TcpStream::connect(f.hw.admin).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let head = format!(
+        "POST /admin/events/acme%2Fstripe-a%2Fx/drop HTTP/1.1\r\nHost: t\r\n\
+         Authorization: Bearer {TOKEN}\r\nContent-Length: 99999999\r\n\r\n"
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    // Err: a reset after the answer (the announced body is never read).
+    let _ = std::io::Read::read_to_end(&mut stream, &mut got);
+    let (answer, _) = client::parse_response(&got).expect("parse").expect("a whole answer");
+    // Before, it waited for the body and was answered 408 at `read_timeout`.
+    assert_eq!(answer.answer(), (413, "too_large".to_owned()), "{answer}");
 }
