@@ -392,6 +392,10 @@ async fn page(
     }
     let path = format!("/admin/events?{}", query(&pairs));
     let (status, value) = api.call(reqwest::Method::GET, &path, None).await?;
+    if status == 400 {
+        // The list's arguments come from the command line (`--source`): bad usage, exit 2.
+        return Err(Failure::Usage(format!("listing events: {status}: {}", message(&value))));
+    }
     if status != 200 {
         return Err(Failure::Runtime(format!("listing events: {status}: {}", message(&value))));
     }

@@ -1179,6 +1179,14 @@ impl Check<'_> {
             raw.tolerance.as_deref(),
             default_tolerance,
         );
+        if tolerance > days(1) {
+            let message = format!(
+                "tolerance {} is longer than a day: a captured delivery replayed that long after \
+                 it was signed is still accepted (providers' own windows are minutes)",
+                human(tolerance)
+            );
+            self.warn(&field("tolerance"), &message);
+        }
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
         let event_types = self.event_types(&field("event_types"), raw.event_types.as_ref());
@@ -1956,6 +1964,19 @@ mod tests {
         assert!(table.contains("standard-dev  dev     standard"), "{table}");
         assert!(table.contains("http://127.0.0.1:3000/hooks"), "{table}");
         assert!(!table.contains("whsec_"), "secret printed:\n{table}");
+    }
+
+    /// A replay window longer than a day is accepted with a warning (a CLI audit's
+    /// `tolerance = "100y"` passed silently, switching replay protection off in effect); a
+    /// day is not warned about.
+    #[test]
+    fn a_tolerance_over_a_day_is_warned_about() {
+        let with = |t: &str| minimal_with("", &format!("tolerance = \"{t}\""));
+        check(&with("1d"), Expect::Ok(&[]));
+        check(
+            &with("100y"),
+            Expect::Ok(&["source[s].tolerance: tolerance 100years is longer than a day"]),
+        );
     }
 
     /// `check-config`'s table shows a destination URL without its password or query, which may

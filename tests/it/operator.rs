@@ -118,6 +118,10 @@ fn dead_event_is_listed_replayed_by_the_cli_and_delivered() {
     assert!(items[0]["last_error"].as_str().unwrap_or("").contains("500"), "{listed}");
     let table = dlq(&f, &["list"]);
     assert_eq!(table.status.code(), Some(0), "{}", show(&table));
+    // A source that is not configured is bad usage (exit 2), not a runtime failure.
+    let unknown = dlq(&f, &["list", "--source", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", show(&unknown));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nope"), "{}", show(&unknown));
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("KEY") && text.contains(&key) && text.contains("1 dead"), "{text}");
 
