@@ -446,6 +446,9 @@ fn shown_path(path: &str) -> String {
     }
 }
 
+/// Admin tokens shorter than this many bytes are warned about (still accepted).
+const ADMIN_TOKEN_BYTES_LOW: usize = 16;
+
 /// The config-file name of the key a type error is at, as [`key_name`] names unknown keys:
 /// `source[#2].secrets[#1]`; empty at the top level.
 fn path_name(path: &serde_path_to_error::Path) -> String {
@@ -981,7 +984,19 @@ impl Check<'_> {
                 self.error("admin.token_file", message);
                 None
             }
-            Ok(text) => Some(AdminToken(text.trim().to_owned())),
+            Ok(text) => {
+                let token = text.trim();
+                if token.len() < ADMIN_TOKEN_BYTES_LOW {
+                    let message = format!(
+                        "the token is {} characters; a bearer token guessable in few tries \
+                         guards replay and drop: use at least {ADMIN_TOKEN_BYTES_LOW} random \
+                         characters (e.g. `openssl rand -hex 32`)",
+                        token.len()
+                    );
+                    self.warn("admin.token_file", &message);
+                }
+                Some(AdminToken(token.to_owned()))
+            }
             Err(e) => {
                 let shown = shown_path(&path.to_string_lossy());
                 self.error("admin.token_file", format!("cannot read {shown}: {e}"));
@@ -1816,12 +1831,18 @@ mod tests {
     fn admin_token_and_operator_destination_keys() {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
-        std::fs::write(&token, "  s3cret-token\n").unwrap();
+        std::fs::write(&token, "  s3cret-token-0123456789\n").unwrap();
         let empty = dir.path().join("empty");
         std::fs::write(&empty, "\n").unwrap();
         let admin = |path: &Path| format!("[admin]\ntoken_file = {:?}", path.display().to_string());
         let config = check(&minimal_with(&admin(&token), ""), Expect::Ok(&[])).unwrap();
-        assert_eq!(config.admin.token.as_ref().map(|t| t.0.as_str()), Some("s3cret-token"));
+        let kept = config.admin.token.as_ref().map(|t| t.0.as_str());
+        assert_eq!(kept, Some("s3cret-token-0123456789"));
+        // A short token still works, with a warning (a CLI audit's 5-character one was silent).
+        let short = dir.path().join("short");
+        std::fs::write(&short, "12345\n").unwrap();
+        let warned = "admin.token_file: the token is 5 characters";
+        check(&minimal_with(&admin(&short), ""), Expect::Ok(&[warned])).unwrap();
         assert!(!format!("{config:?}").contains("s3cret"), "Debug hides the token");
         check(&minimal_with(&admin(&empty), ""), Expect::Errors(&["admin.token_file: "]));
         let missing = dir.path().join("missing");
