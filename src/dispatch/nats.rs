@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_nats::jetstream::context::PublishErrorKind;
@@ -17,13 +17,21 @@ use super::classify::AttemptResult;
 use crate::config::NatsTarget;
 use crate::ledger::DueEvent;
 
-/// One client per server URL, connected on first use and reconnecting by itself afterwards;
+/// A server URL's client, connected on first use and reconnecting by itself afterwards;
 /// replaced after a panic inside the client library (tagged with [`CONTAINED_PANICS`] at
-/// connect).
-fn clients() -> &'static tokio::sync::Mutex<HashMap<String, (async_nats::Client, u64)>> {
-    static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, (async_nats::Client, u64)>>> =
-        OnceLock::new();
-    CLIENTS.get_or_init(|| tokio::sync::Mutex::new(HashMap::new()))
+/// connect). Its lock is held across a connect, so attempts to one URL wait for one connect
+/// rather than each opening its own.
+type Slot = Arc<tokio::sync::Mutex<Option<(async_nats::Client, u64)>>>;
+
+/// The slot of `url`: one per server URL, so a connect that hangs (an address that accepts and
+/// never answers) holds up only the attempts to that URL. The map's own lock is held only to
+/// find the slot. (It was one lock over every URL, held across the connect: one unreachable
+/// NATS server delayed every NATS destination by up to its `timeout` per attempt.)
+fn slot(url: &str) -> Slot {
+    static SLOTS: OnceLock<std::sync::Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    let slots = SLOTS.get_or_init(Default::default);
+    let mut slots = slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Arc::clone(slots.entry(url.to_owned()).or_default())
 }
 
 /// Panics inside the client library contained so far ([`contain_panic`]). A client connected
@@ -32,9 +40,10 @@ fn clients() -> &'static tokio::sync::Mutex<HashMap<String, (async_nats::Client,
 static CONTAINED_PANICS: AtomicU64 = AtomicU64::new(0);
 
 async fn client(url: &str, timeout: Duration) -> Result<async_nats::Client, AttemptResult> {
-    let mut clients = clients().lock().await;
+    let slot = slot(url);
+    let mut cached = slot.lock().await;
     let panics = CONTAINED_PANICS.load(Ordering::SeqCst);
-    if let Some((c, at)) = clients.get(url) {
+    if let Some((c, at)) = cached.as_ref() {
         if *at == panics {
             return Ok(c.clone());
         }
@@ -44,11 +53,11 @@ async fn client(url: &str, timeout: Duration) -> Result<async_nats::Client, Atte
         .name(concat!("hookwall/", env!("CARGO_PKG_VERSION")));
     match options.connect(url).await {
         Ok(c) => {
-            clients.insert(url.to_owned(), (c.clone(), panics));
+            *cached = Some((c.clone(), panics));
             Ok(c)
         }
         Err(e) => {
-            clients.remove(url);
+            *cached = None;
             Err(AttemptResult::Connect(super::attempt::short(&e.to_string())))
         }
     }
@@ -161,6 +170,10 @@ fn train_case(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::AttemptResult;
+
     /// Where rustc places a registry crate's panics (CI's `$CARGO_HOME` included), and
     /// nothing of hookwall's own or of another crate.
     #[test]
@@ -201,6 +214,42 @@ mod tests {
         let ids: std::collections::HashSet<String> =
             keys.iter().map(|k| super::nats_msg_id(k)).collect();
         assert_eq!(ids.len(), keys.len(), "{ids:?}");
+    }
+
+    /// A NATS server address that accepts and never speaks holds up only its own attempts: a
+    /// connect to another URL (here a closed port, refused at once) is not queued behind it.
+    /// Before, one lock over every URL was held across the connect, so the second attempt
+    /// waited for the first one's whole connect timeout (found by an audit of the dispatcher).
+    #[test]
+    fn a_hanging_connect_holds_up_only_its_own_url() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        let silent_url = format!("nats://{}", silent.local_addr().expect("addr"));
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        let closed_url = format!("nats://{}", closed.local_addr().expect("addr"));
+        drop(closed);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let hanging = tokio::spawn(async move {
+                super::client(&silent_url, Duration::from_secs(30)).await.map(|_| ())
+            });
+            // The first connect is under way (and holds its URL's lock) once accepted.
+            let (_held, _) = tokio::task::spawn_blocking(move || silent.accept())
+                .await
+                .expect("joins")
+                .expect("the first connect arrives");
+            let other = super::client(&closed_url, Duration::from_secs(5));
+            let other = tokio::time::timeout(Duration::from_secs(15), other).await;
+            assert!(
+                matches!(other, Ok(Err(AttemptResult::Connect(_)))),
+                "the refused URL waited behind the silent one: {other:?}"
+            );
+            assert!(!hanging.is_finished(), "the silent URL's connect is still waiting");
+            hanging.abort();
+        });
     }
 
     #[test]
