@@ -156,14 +156,10 @@ struct Server {
 }
 
 fn server(ledger_ok: bool) -> Server {
-    server_with(ledger_ok, config())
-}
-
-fn server_with(ledger_ok: bool, config: Config) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let state = Arc::new(AdminState {
-        config: Arc::new(Live::new(Arc::new(config))),
+        config: Arc::new(Live::new(Arc::new(config()))),
         metrics: Arc::new(metrics()),
         ledger_healthy: Box::new(move || ledger_ok),
         operator: None,
@@ -225,42 +221,5 @@ fn ledger_down_is_not_ready_and_other_routes_are_refused() {
     assert!(body.contains(r#""status":"admin_disabled""#), "{body}");
     assert!(body.contains("admin.token_file"), "{body}");
     assert_eq!(get(s.addr, "GET", "/nope").0, 404);
-    s.handle.shutdown();
-}
-
-/// A client that pipelines scrapes and never reads the answers is dropped once it has taken no
-/// answer bytes for `server.read_timeout`: its writes fail with a reset long before 64 MiB, and
-/// health checks are answered meanwhile. Before, hyper waited on the blocked write forever and
-/// the connection kept one of the 1 024 admin slots; an audit filled them all this way and
-/// left `/healthz` and `/readyz` unanswered.
-#[test]
-fn a_client_that_never_reads_its_answers_is_dropped() {
-    let mut config = config();
-    config.server.read_timeout = Duration::from_secs(1);
-    let s = server_with(true, config);
-    let socket =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    // A small, fixed receive window (no autotuning): the answers back up at once.
-    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
-    socket.connect(&s.addr.into()).expect("connect");
-    let mut stream: TcpStream = socket.into();
-    stream.set_write_timeout(Some(Duration::from_secs(30))).expect("write timeout");
-    let burst = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n".repeat(1024);
-    let mut written = 0usize;
-    let error = loop {
-        match stream.write_all(&burst) {
-            Ok(()) => written += burst.len(),
-            Err(e) => break e,
-        }
-        assert!(written < 64 << 20, "64 MiB of requests written, no answer read, still open");
-    };
-    assert!(
-        matches!(
-            error.kind(),
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-        ),
-        "expected the admin listener to drop the connection; after {written} bytes: {error}"
-    );
-    assert_eq!(get(s.addr, "GET", "/healthz").0, 200);
     s.handle.shutdown();
 }

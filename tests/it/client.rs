@@ -205,6 +205,33 @@ pub fn dechunk(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
     }
 }
 
+/// Writes `request` to `addr` over and over without reading a byte of the answers, through a
+/// small fixed receive window (no autotuning, so the answers back up at once), until a write
+/// fails; returns the bytes written and the error. Panics after 64 MiB: the server kept a
+/// client that takes nothing open.
+pub fn pipeline_without_reading(addr: SocketAddr, request: &[u8]) -> (usize, std::io::Error) {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    socket.connect(&addr.into()).expect("connect");
+    let mut s: TcpStream = socket.into();
+    s.set_write_timeout(Some(Duration::from_secs(30))).expect("write timeout");
+    let burst = request.repeat(1024);
+    let mut written = 0usize;
+    loop {
+        match s.write_all(&burst) {
+            Ok(()) => written += burst.len(),
+            Err(e) => return (written, e),
+        }
+        assert!(written < 64 << 20, "64 MiB of requests written, no answer read, still open");
+    }
+}
+
+/// Whether `error` is the server closing the connection (a reset, or a write after its close).
+pub fn closed_by_server(error: &std::io::Error) -> bool {
+    matches!(error.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset)
+}
+
 /// The bytes of a request with `Host` and `Content-Length` added.
 pub fn request(method: &str, path: &str, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
     let mut out = head(method, path, headers);

@@ -264,34 +264,34 @@ on_both_io! {
     /// epoll waited on the write forever, holding the connection's place in the limits.
     fn a_sender_that_never_reads_its_answers_is_closed(io: Io) {
         let f = Fixture::with(io, Script::always(200), |s| s.read_timeout = "2s");
-        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .expect("socket");
-        // A small, fixed receive window (no autotuning): the answers back up at once.
-        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
-        socket.connect(&f.hw.ingress.into()).expect("connect");
-        let mut s: TcpStream = socket.into();
-        s.set_write_timeout(Some(Duration::from_secs(30))).expect("write timeout");
         // Unsigned: each is answered 401 on a kept-alive connection.
-        let burst = client::request("POST", "/webhooks/stripe-a", &[], b"{}").repeat(1024);
-        let mut written = 0usize;
-        let error = loop {
-            match s.write_all(&burst) {
-                Ok(()) => written += burst.len(),
-                Err(e) => break e,
-            }
-            assert!(written < 64 << 20, "64 MiB of requests written, no answer read, still open");
-        };
+        let request = client::request("POST", "/webhooks/stripe-a", &[], b"{}");
+        let (written, error) = client::pipeline_without_reading(f.hw.ingress, &request);
         assert!(
-            matches!(
-                error.kind(),
-                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-            ),
+            client::closed_by_server(&error),
             "expected hookwall to close the connection; after {written} bytes: {error}"
         );
         let mut conn = Conn::connect(f.hw.ingress);
         conn.send(&signed_request("evt_beside_a_non_reader"));
         assert_eq!(conn.read_response().answer(), (200, "accepted".to_owned()));
     }
+}
+
+/// The admin listener: a client that pipelines scrapes and never reads the answers is dropped
+/// once it has taken no answer bytes for `server.read_timeout`, and health checks are answered
+/// meanwhile. Before, hyper waited on the blocked write forever and the connection kept one of
+/// the 1 024 admin slots; an audit filled them all this way and left `/healthz` and `/readyz`
+/// unanswered.
+#[test]
+fn an_admin_client_that_never_reads_its_answers_is_dropped() {
+    let f = Fixture::with(Io::Auto, Script::always(200), |s| s.read_timeout = "1s");
+    let request = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n";
+    let (written, error) = client::pipeline_without_reading(f.hw.admin, request);
+    assert!(
+        client::closed_by_server(&error),
+        "expected the admin listener to drop the connection; after {written} bytes: {error}"
+    );
+    assert_eq!(f.hw.admin_get("/healthz").status, 200);
 }
 
 on_both_io! {
