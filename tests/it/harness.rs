@@ -505,6 +505,26 @@ impl Hookwall {
         self.post(source.id, &headers, body)
     }
 
+    /// Waits (bounded: 30 s) until this hookwall holds no ingress connection and no
+    /// connection to its ingress port waits in an accept queue or a handshake, on two polls in a
+    /// row (a connection taken off the queue is counted open a moment later). After a flood of
+    /// connections, this is the moment none of them can still take a limit place.
+    pub fn wait_until_ingress_drained(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut quiet_polls = 0;
+        while quiet_polls < 2 {
+            let text = String::from_utf8_lossy(&self.admin_get("/metrics").body).into_owned();
+            let open = crate::metrics::sample(&text, "hookwall_ingress_connections_open", &[]);
+            let pending = pending_connections(self.ingress.port());
+            quiet_polls = if open == Some(0.0) && pending == 0 { quiet_polls + 1 } else { 0 };
+            assert!(
+                Instant::now() < deadline,
+                "the ingress drains within 30 s: {open:?} connections open, {pending} pending"
+            );
+            std::thread::sleep(Duration::from_millis(20)); // poll interval
+        }
+    }
+
     /// `GET path` on the admin listener.
     pub fn admin_get(&self, path: &str) -> Response {
         client::get(self.admin, path)
@@ -584,4 +604,29 @@ impl Fixture {
             );
         }
     }
+}
+
+/// Connections to IPv4 `port` the server has not accepted yet: the accept queues of the
+/// sockets listening on it (the `rx_queue` of LISTEN rows in `/proc/net/tcp`, one row per core
+/// with `SO_REUSEPORT`) plus handshakes not complete on its side (SYN_RECV rows: a client whose
+/// final ACK was dropped at a full queue believes it is connected, and the connection joins a
+/// queue later).
+pub fn pending_connections(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp reads");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            let local_port = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+            if local_port != port {
+                return None;
+            }
+            match *f.get(3)? {
+                "0A" => u64::from_str_radix(f.get(4)?.split_once(':')?.1, 16).ok(),
+                "03" => Some(1),
+                _ => None,
+            }
+        })
+        .sum()
 }

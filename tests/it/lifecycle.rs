@@ -185,50 +185,14 @@ pub(crate) fn closed_by_peer(mut stream: &std::net::TcpStream) -> bool {
     }
 }
 
-/// Once a flood is over (see [`wait_until_flood_drained`]), a new delivery with an id made
+/// Once a flood is over (see [`crate::harness::Hookwall::wait_until_ingress_drained`]), a new delivery with an id made
 /// from `id_prefix` is accepted.
 fn serves_once_drained(hw: &crate::harness::Hookwall, id_prefix: &str) {
-    wait_until_flood_drained(hw);
+    hw.wait_until_ingress_drained();
     let source = crate::harness::stripe_a();
     let id = sign::unique_id(id_prefix);
     let r = hw.deliver(&source, &id, &sign::body(Provider::Stripe, &id, "x"));
     assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
-}
-
-/// Waits (bounded) until `hw` holds no ingress connection and its listening sockets' accept
-/// queues are empty, on two polls in a row (a connection taken off the queue is counted open
-/// a moment later).
-fn wait_until_flood_drained(hw: &crate::harness::Hookwall) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut quiet_polls = 0;
-    while quiet_polls < 2 {
-        let text = String::from_utf8_lossy(&hw.admin_get("/metrics").body).into_owned();
-        let open = crate::metrics::sample(&text, "hookwall_ingress_connections_open", &[]);
-        let queued = accept_queue_len(hw.ingress.port());
-        quiet_polls = if open == Some(0.0) && queued == 0 { quiet_polls + 1 } else { 0 };
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the flood drains within 30 s: {open:?} connections open, {queued} queued"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval
-    }
-}
-
-/// Connections waiting in the accept queues of the IPv4 sockets listening on `port` (the
-/// `rx_queue` of LISTEN rows in `/proc/net/tcp`; one row per core with `SO_REUSEPORT`).
-fn accept_queue_len(port: u16) -> u64 {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp reads");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|row| {
-            let f: Vec<&str> = row.split_whitespace().collect();
-            let local_port = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
-            let listening = *f.get(3)? == "0A";
-            let rx_queue = u64::from_str_radix(f.get(4)?.split_once(':')?.1, 16).ok()?;
-            (listening && local_port == port).then_some(rx_queue)
-        })
-        .sum()
 }
 
 /// A second hookwall on the same ingress address refuses to start (exit 1, "in use") instead
