@@ -537,8 +537,25 @@ impl Drop for Hookwall {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // A failed test shows what the server logged: its stderr lives in a temp dir that goes
+        // with the test, and a CI failure is otherwise all that is left of it.
+        if std::thread::panicking() {
+            let log = self.stderr();
+            let tail: Vec<&str> = log.lines().rev().take(STDERR_TAIL_LINES).collect();
+            eprintln!(
+                "--- hookwall (ingress {}) stderr, last {} lines ---",
+                self.ingress,
+                tail.len()
+            );
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
+
+/// Lines of a server's stderr a failed test prints.
+const STDERR_TAIL_LINES: usize = 40;
 
 /// Peak resident set of process `pid` (`VmHWM` in `/proc/PID/status`), in KiB; `None` when
 /// the process is gone or has no address space (a zombie).
