@@ -695,7 +695,7 @@ fn scan_shards(
         Scan { events: Vec::new(), not_their_turn: HashSet::new(), full: false, next_due_ms: None };
     for (shard, skip) in skip.iter().enumerate() {
         let from = cursors.get(shard).copied().flatten();
-        match inbox.due(shard, from, now_ms, limit, &|seq| skip.contains(&seq)) {
+        match inbox.due(shard, from, now_ms, limit, skip) {
             Ok(events) => {
                 scan.full |= events.len() >= limit;
                 for event in events.iter().filter(|e| e.ordering.is_some()) {

@@ -79,13 +79,13 @@ impl Inbox for FakeInbox {
         from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
-        skip: &dyn Fn(u64) -> bool,
+        in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String> {
         self.scans.fetch_add(1, Ordering::SeqCst);
         let state = self.state.lock().expect("test lock");
         let from = from.unwrap_or((0, 0));
         let due = state.schedule.range(from..).take_while(|(due, _)| *due <= now_ms);
-        let due = due.filter(|(_, seq)| shard == 0 && !skip(*seq)).take(limit);
+        let due = due.filter(|(_, seq)| shard == 0 && !in_flight.contains(seq)).take(limit);
         let events = due.map(|&(due_ms, seq)| DueEvent { due_ms, ..state.events[&seq].clone() });
         Ok(events.collect())
     }

@@ -253,9 +253,11 @@ pub trait Inbox: Send + Sync + 'static {
 
     /// Up to `limit` events of `shard` whose schedule entry is due at or before `now_ms`, in
     /// due order, starting at schedule position `from` (`(due_ms, seq)`, inclusive; `None` =
-    /// the head) and skipping `seq`s for which `skip(seq)` is true (in flight). Starting past
-    /// the head lets the dispatcher avoid re-reading the settled entries (tombstones) at the
-    /// head of the schedule on every scan.
+    /// the head) and skipping the `seq`s in `in_flight` (attempts this dispatcher is running,
+    /// or whose settlement it has not heard back about). Starting past the head lets the
+    /// dispatcher avoid re-reading the settled entries (tombstones) at the head of the schedule
+    /// on every scan. A store that leases what it returns (PostgreSQL) must not lease a skipped
+    /// event: nobody would attempt it until the lease ran out.
     ///
     /// # Errors
     /// A read failure, as text for the log.
@@ -265,7 +267,7 @@ pub trait Inbox: Send + Sync + 'static {
         from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
-        skip: &dyn Fn(u64) -> bool,
+        in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String>;
 
     /// The earliest due time in `shard` later than `after_ms` (Unix ms), if any.

@@ -526,12 +526,13 @@ impl Inbox for Ledger {
         from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
-        skip: &dyn Fn(u64) -> bool,
+        in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String> {
         if shard >= self.inner.shards {
             return Err(format!("no ledger shard {shard}"));
         }
-        self.due_events(shard, from, now_ms, limit, skip).map_err(|e| e.to_string())
+        let skip = |seq| in_flight.contains(&seq);
+        self.due_events(shard, from, now_ms, limit, &skip).map_err(|e| e.to_string())
     }
 
     fn next_due_after(&self, shard: usize, after_ms: u64) -> Option<u64> {

@@ -1,6 +1,7 @@
 //! Ledger tests against a real RocksDB in temporary directories. Replies are awaited through
 //! channels, never by sleeping; a full queue is made deterministic with the writer gate.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
@@ -97,7 +98,7 @@ fn settle(ledger: &Ledger, e: &DueEvent, attempts: u32, outcome: Outcome) -> boo
 
 fn due(ledger: &Ledger, now_ms: u64) -> Vec<DueEvent> {
     (0..ledger.shards())
-        .flat_map(|s| ledger.due(s, None, now_ms, 100, &|_| false).expect("due reads"))
+        .flat_map(|s| ledger.due(s, None, now_ms, 100, &HashSet::new()).expect("due reads"))
         .collect()
 }
 
@@ -217,13 +218,13 @@ fn due_returns_events_in_order_with_metadata() {
     assert_eq!((e.secret_id.as_str(), e.signed_at), ("k1", Some(1_700_000_000)));
     assert_eq!(e.content_type.as_deref(), Some(&b"application/json"[..]));
     assert_eq!(e.body, b"{\"id\":\"t/s/early\",\"v\":5}");
-    let skip_early = ledger.due(0, None, now, 100, &|seq| seq == e.seq).expect("reads");
+    let skip_early = ledger.due(0, None, now, 100, &HashSet::from([e.seq])).expect("reads");
     assert_eq!(skip_early.len(), 2);
-    assert_eq!(ledger.due(0, None, now, 1, &|_| false).expect("reads").len(), 1);
-    assert!(ledger.due(5, None, 100, 1, &|_| false).is_err(), "no such shard");
+    assert_eq!(ledger.due(0, None, now, 1, &HashSet::new()).expect("reads").len(), 1);
+    assert!(ledger.due(5, None, 100, 1, &HashSet::new()).is_err(), "no such shard");
     // Resuming from a schedule position skips everything before it.
     let from = Some((got[1].due_ms, got[1].seq));
-    let resumed = ledger.due(0, from, now, 100, &|_| false).expect("reads");
+    let resumed = ledger.due(0, from, now, 100, &HashSet::new()).expect("reads");
     let keys: Vec<_> = resumed.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(keys, ["t/s/early", "t/s/mid"]);
 }
@@ -966,7 +967,8 @@ fn due_reads_each_record_past_the_attempt_history_of_events_due_later() {
     }
     assert_eq!((got[3].attempts, got[4].attempts), (1, 1));
     // Skipping some (in flight) still reads the right record for the rest.
-    let skipped = ledger.due(0, None, u64::MAX / 2, 100, &|seq| seq == got[1].seq).expect("reads");
+    let skipped =
+        ledger.due(0, None, u64::MAX / 2, 100, &HashSet::from([got[1].seq])).expect("reads");
     let order: Vec<_> = skipped.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(order, ["t/s/a", "t/s/e", "t/s/b", "t/s/c"]);
     assert_eq!(skipped[1].body, got[2].body);
@@ -1009,7 +1011,7 @@ fn a_schedule_entry_without_its_inbox_record_fails_the_due_scan() {
     let y = due_event(&ledger, "t/s/y");
     let db = &ledger.inner.db;
     db.delete_cf(store::cf(db, &store::cf_inbox(0)), codec::seq_key(y.seq)).expect("raw delete");
-    let err = ledger.due(0, None, u64::MAX / 2, 100, &|_| false).expect_err("missing record");
+    let err = ledger.due(0, None, u64::MAX / 2, 100, &HashSet::new()).expect_err("missing record");
     assert!(err.contains("inbox/0"), "{err}");
 }
 
@@ -1026,7 +1028,8 @@ fn a_corrupt_schedule_value_fails_the_due_scan_and_not_the_settlement() {
     let sk = codec::schedule_key(e.due_ms, e.seq);
     for bad in [&[0u8, 0, 0][..], &[0, 0, 0, 0, 9][..]] {
         db.put_cf(schedule, sk, bad).expect("raw put");
-        let err = ledger.due(0, None, u64::MAX / 2, 100, &|_| false).expect_err("corrupt value");
+        let err =
+            ledger.due(0, None, u64::MAX / 2, 100, &HashSet::new()).expect_err("corrupt value");
         assert!(err.contains("schedule/0"), "{err}");
     }
     // The settlement reads the claim only: it applies, and removes the corrupt entry.

@@ -360,3 +360,56 @@ fn a_dead_lettered_head_releases_its_group_across_nodes() {
         .unwrap();
     assert_eq!(row.get::<_, String>(0), "dead");
 }
+
+/// A dispatcher scan never leases an event it must skip. The class: a retry settlement commits
+/// (the event is due again after `backoff_min`) before its reply reaches the dispatcher, which
+/// still counts the attempt in flight; a scan in that gap leased the event, dropped it as in
+/// flight, and nobody attempted it until its lease ran out (30 s: CI saw an ordered group's
+/// head wait that long). Here: the scan that skips the event leaves its row untouched, and the
+/// next scan leases it.
+#[test]
+fn a_scan_leases_no_event_it_skips() {
+    use hookwall::ledger::postgres::{schema, Connector, PgLedger, PgOptions};
+    use hookwall::ledger::Inbox as _;
+    let pg = Postgres::start();
+    let mut db = pg.client();
+    let now_ms = u64::try_from(sign::now_unix_s()).expect("after 1970") * 1000;
+    schema::migrate(&mut db, now_ms).expect("migrates");
+    let insert = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
+        fingerprint, secret_id, received_at_ms, body, state, attempts, due_ms)
+        VALUES ('acme', 'stripe-a', $1, $2, 0, '\\x00', 'k1', 1, '{}', 'received', 1, 0)";
+    for (id, seq) in [("evt_in_flight", 7_i64), ("evt_other", 8)] {
+        assert_eq!(db.execute(insert, &[&id, &seq]).expect("row inserted"), 1);
+    }
+    let metrics = std::sync::Arc::new(hookwall::metrics::Metrics {
+        reloads: Default::default(),
+        cores: Vec::new(),
+        ledger: hookwall::metrics::LedgerStats::new(1),
+        dispatch: hookwall::metrics::DispatchStats::new(1),
+    });
+    let opts = PgOptions {
+        connector: Connector::new(&pg.url()).expect("the test URL parses"),
+        pool_size: 2,
+        lease: Duration::from_secs(30),
+        sources: vec![("acme".to_owned(), "stripe-a".to_owned())],
+        notify: std::sync::Arc::new(tokio::sync::Notify::new()),
+        node: "test".to_owned(),
+        retention: None,
+    };
+    let ledger = PgLedger::open(opts, metrics).expect("opens");
+    let lease_of = |db: &mut postgres::Client, seq: i64| {
+        let row = db
+            .query_one("SELECT due_ms, lease_owner FROM hookwall_events WHERE seq = $1", &[&seq])
+            .expect("row reads");
+        (row.get::<_, Option<i64>>(0), row.get::<_, Option<String>>(1))
+    };
+    let in_flight = HashSet::from([7_u64]);
+    let scanned = ledger.due(0, None, now_ms, 10, &in_flight).expect("scan");
+    let seqs: Vec<u64> = scanned.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [8], "only the event not in flight is returned");
+    assert_eq!(lease_of(&mut db, 7), (Some(0), None), "the skipped event is not leased");
+    assert_eq!(lease_of(&mut db, 8).1.as_deref(), Some("test"), "the returned one is");
+    // Its reply has arrived: the next scan leases and returns it.
+    let scanned = ledger.due(0, None, now_ms, 10, &HashSet::new()).expect("scan");
+    assert_eq!(scanned.iter().map(|e| e.seq).collect::<Vec<_>>(), [7]);
+}

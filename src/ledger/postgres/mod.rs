@@ -826,14 +826,14 @@ fn settle_batch(
     Ok(())
 }
 
-/// Leases due rows. An ordered row (R22) qualifies only as the head of its group: no
+/// Leases due rows, except the seqs in `$5` (this node's attempts in flight). An ordered row (R22) qualifies only as the head of its group: no
 /// unsettled row of the group (pending, retrying or leased by any node: `due_ms IS NOT NULL`)
 /// has a smaller `(order_stamp, seq)`. A head in flight or waiting for its retry therefore
 /// holds its group on every node; delivered or dead-lettered (`due_ms` NULL), it releases it.
 const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
     WHERE seq IN (
         SELECT e.seq FROM hookwall_events AS e
-        WHERE e.due_ms <= $1
+        WHERE e.due_ms <= $1 AND e.seq <> ALL($5::INT8[])
             AND (e.ordering_value IS NULL OR NOT EXISTS (
                 SELECT 1 FROM hookwall_events AS g
                 WHERE g.tenant = e.tenant AND g.source = e.source
@@ -908,28 +908,31 @@ impl Inbox for PgLedger {
 
     /// Leases up to `limit` due rows (`FOR UPDATE SKIP LOCKED`: rows another node is leasing
     /// right now are skipped, not waited for) by moving their due time to `now + lease`. `from`
-    /// is ignored: the partial index on pending rows has no settled head to skip.
+    /// is ignored: the partial index on pending rows has no settled head to skip. Rows in
+    /// `in_flight` are not leased: an attempt whose retry settlement has committed but not yet
+    /// reached the dispatcher is due again after `backoff_min`, and leasing it then, only to
+    /// drop it, left it unattempted for a whole lease.
     fn due(
         &self,
         _shard: usize,
         _from: Option<(u64, u64)>,
         now_ms: u64,
         limit: usize,
-        skip: &dyn Fn(u64) -> bool,
+        in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String> {
         let shared = &self.inner.shared;
         let lease_ms = u64::try_from(shared.opts.lease.as_millis()).unwrap_or(u64::MAX);
         let deadline = as_i64(now_ms.saturating_add(lease_ms));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let skip: Vec<i64> = in_flight.iter().map(|&seq| as_i64(seq)).collect();
         let rows = self.with_lease(|c| {
-            c.query(LEASE, &[&as_i64(now_ms), &deadline, &shared.opts.node, &limit])
+            c.query(LEASE, &[&as_i64(now_ms), &deadline, &shared.opts.node, &limit, &skip])
         })?;
         let sources = &shared.opts.sources;
         let mut events = Vec::with_capacity(rows.len());
         for row in &rows {
             match due_event(row, sources) {
-                Ok(e) if !skip(e.seq) => events.push(e),
-                Ok(_) => {}
+                Ok(e) => events.push(e),
                 // Leased but unreadable (a column changed under the running node): its lease
                 // runs out and it is read again then; the others of the scan go ahead.
                 Err(e) => tracing::error!(
