@@ -100,9 +100,11 @@ pub async fn exchange(
             return Err(Error::TooLarge);
         }
         // Read straight into the buffer's spare capacity: no zeroed stack chunk per read
-        // (16 KiB in each connection's future made 2 048 connections touch 32 MiB).
+        // (16 KiB in each connection's future made 2 048 connections touch 32 MiB). Never past
+        // the response limit: `reserve` may double the capacity, and one read fills all of it.
         buf.reserve(READ_RESERVE_BYTES);
-        let n = stream.read_buf(buf).await?;
+        let room = LOADGEN_RESPONSE_BYTES_MAX - buf.len();
+        let n = (&mut *stream).take(room as u64).read_buf(buf).await?;
         if n == 0 {
             // A response framed by the end of the connection is whole now.
             return match parse_at_eof(buf)? {

@@ -66,15 +66,22 @@ impl Tally {
         }
     }
 
-    /// Counts one response: its latencies (µs) and codes.
-    pub fn answered(&mut self, corrected_us: u64, service_us: u64, http: u16, body: &[u8]) {
+    /// Counts one response: its latencies (µs), HTTP status and SPEC §3 `status` code (from
+    /// [`status_code`] of its body).
+    pub fn answered(
+        &mut self,
+        corrected_us: u64,
+        service_us: u64,
+        http: u16,
+        status: &'static str,
+    ) {
         self.corrected_us.saturating_record(corrected_us.max(1));
         self.service_us.saturating_record(service_us.max(1));
         if (200..300).contains(&http) {
             self.ok_us.saturating_record(corrected_us.max(1));
         }
         *self.by_http.entry(http).or_default() += 1;
-        *self.by_status.entry(status_code(body)).or_default() += 1;
+        *self.by_status.entry(status).or_default() += 1;
     }
 
     /// Responses counted.
@@ -292,12 +299,12 @@ mod tests {
     fn tallies_merge() {
         let mut a = Tally::new();
         a.sent = 2;
-        a.answered(100, 90, 200, br#"{"status":"accepted"}"#);
-        a.answered(300, 90, 200, br#"{"status":"duplicate"}"#);
+        a.answered(100, 90, 200, status_code(br#"{"status":"accepted"}"#));
+        a.answered(300, 90, 200, status_code(br#"{"status":"duplicate"}"#));
         let mut b = Tally::new();
         b.sent = 1;
         b.errors = 1;
-        b.answered(0, 0, 503, br#"{"status":"overloaded"}"#);
+        b.answered(0, 0, 503, status_code(br#"{"status":"overloaded"}"#));
         a.merge(&b);
         assert_eq!((a.sent, a.errors, a.answered_total()), (3, 1, 3));
         assert_eq!(a.by_http.get(&200), Some(&2));
