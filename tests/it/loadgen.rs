@@ -224,43 +224,18 @@ fn loadgen_counts_requests_a_stalled_target_kept_it_from_sending() {
 /// 6th first requests come 0.3–0.5 s after the connections were opened).
 #[test]
 fn loadgen_replaces_a_connection_the_target_closed_before_its_first_request() {
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let idle = std::time::Duration::from_millis(300);
-                conn.set_read_timeout(Some(idle)).expect("timeout");
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    // Answer every whole request in the buffer.
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().expect("a length"));
-                        if buf.len() < end + 4 + len {
-                            break;
-                        }
-                        buf.drain(..end + 4 + len);
-                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
-                        if conn.write_all(answer).is_err() {
-                            return;
-                        }
-                        conn.set_read_timeout(None).expect("no timeout once used");
-                    }
-                    match conn.read(&mut chunk) {
-                        Ok(0) | Err(_) => return, // closed, or no first request in time: close
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-    });
+    use std::io::Write as _;
+    let port = scripted_target(
+        |conn| {
+            let idle = std::time::Duration::from_millis(300);
+            conn.set_read_timeout(Some(idle)).expect("timeout"); // no first request in time: close
+        },
+        |conn| {
+            let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+            conn.set_read_timeout(None).expect("no timeout once used");
+            conn.write_all(answer).is_ok()
+        },
+    );
     let url = format!("http://127.0.0.1:{port}/x");
     let o = loadgen_stripe(
         &url,
@@ -409,50 +384,21 @@ const LOADGEN_2048_RSS_MAX_KIB: u64 = 256 * 1024;
 /// before a pause was read whole and counted as a 200.
 #[test]
 fn loadgen_refuses_an_oversized_answer_split_across_reads() {
-    use std::io::{Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    // One request: its head, then Content-Length bytes of body.
-                    let whole = buf.windows(4).position(|w| w == b"\r\n\r\n").is_some_and(|end| {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        buf.len() >= end + 4 + len
-                    });
-                    if whole {
-                        buf.clear();
-                        let body_len = 1_900_000;
-                        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\n\r\n");
-                        let first = vec![b'x'; 1_046_000];
-                        let rest = vec![b'x'; body_len - first.len()];
-                        let sent =
-                            conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(&first));
-                        // The target's own pacing (the behaviour under test): the rest comes
-                        // once loadgen has taken in the first part.
-                        std::thread::sleep(std::time::Duration::from_millis(200));
-                        if sent.and_then(|()| conn.write_all(&rest)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    match conn.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-    });
+    use std::io::Write as _;
+    let port = scripted_target(
+        |_| {},
+        |conn| {
+            let body_len = 1_900_000;
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\n\r\n");
+            let first = vec![b'x'; 1_046_000];
+            let rest = vec![b'x'; body_len - first.len()];
+            let sent = conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(&first));
+            // The target's own pacing (the behaviour under test): the rest comes once loadgen
+            // has taken in the first part.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            sent.and_then(|()| conn.write_all(&rest)).is_ok()
+        },
+    );
     let url = format!("http://127.0.0.1:{port}/x");
     let o = loadgen_stripe(
         &url,
@@ -463,4 +409,48 @@ fn loadgen_refuses_an_oversized_answer_split_across_reads() {
     assert_eq!(count(&report, "/sent"), 3, "{report}");
     assert_eq!(count(&report, "/http/200"), 0, "an answer over 1 MiB was counted: {report}");
     assert_eq!(count(&report, "/errors"), 3, "{report}");
+}
+
+/// A scripted HTTP/1.1 target on 127.0.0.1; returns its port. Each connection runs on its own
+/// thread: `on_accept` prepares it, then every whole request (head, then `Content-Length`
+/// bytes of body) is passed to `answer`, which writes the answer; `false` (a failed write)
+/// closes the connection, as do EOF and read errors (a read timeout set by `on_accept`).
+fn scripted_target(
+    on_accept: fn(&std::net::TcpStream),
+    answer: fn(&mut std::net::TcpStream) -> bool,
+) -> u16 {
+    use std::io::Read as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                on_accept(&conn);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().expect("a length"));
+                        if buf.len() < end + 4 + len {
+                            break;
+                        }
+                        buf.drain(..end + 4 + len);
+                        if !answer(&mut conn) {
+                            return;
+                        }
+                    }
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    port
 }
