@@ -826,10 +826,11 @@ fn settle_batch(
     Ok(())
 }
 
-/// Leases due rows, except the seqs in `$5` (this node's attempts in flight). An ordered row (R22) qualifies only as the head of its group: no
-/// unsettled row of the group (pending, retrying or leased by any node: `due_ms IS NOT NULL`)
-/// has a smaller `(order_stamp, seq)`. A head in flight or waiting for its retry therefore
-/// holds its group on every node; delivered or dead-lettered (`due_ms` NULL), it releases it.
+/// Leases due rows, except the seqs in `$5` (this node's attempts in flight). An ordered row
+/// (R22) qualifies only as the head of its group: no unsettled row of the group (pending,
+/// retrying or leased by any node: `due_ms IS NOT NULL`) has a smaller `(order_stamp, seq)`.
+/// A head in flight or waiting for its retry therefore holds its group on every node;
+/// delivered or dead-lettered (`due_ms` NULL), it releases it.
 const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
     WHERE seq IN (
         SELECT e.seq FROM hookwall_events AS e
