@@ -582,8 +582,6 @@ fn id_problem(id: &str) -> Option<String> {
     }
 }
 
-/// What is wrong with an `http(s)://host[:port]/…` URL, if anything. Userinfo is refused: the
-/// URL is printed by `check-config` and logged, so it must not carry credentials.
 /// What is wrong with a NATS server URL (`nats://host:port` or `tls://host:port`), if anything.
 fn nats_url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -602,6 +600,8 @@ fn nats_url_problem(url: &str) -> Option<String> {
     authority_problem(authority)
 }
 
+/// What is wrong with an `http(s)://host[:port]/…` URL, if anything. Userinfo is refused: the
+/// URL is printed by `check-config` and logged, so it must not carry credentials.
 fn url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(format!("{url:?} is not an absolute http:// or https:// URL"));
@@ -619,6 +619,9 @@ fn url_problem(url: &str) -> Option<String> {
     authority_problem(authority)
 }
 
+/// What is wrong with a URL's `host[:port]`, if anything. Port 0 is refused: nothing can be
+/// reached on it (connecting to it fails with `ECONNREFUSED` on Linux), so every attempt
+/// would fail and each event would end in the dead-letter queue.
 fn authority_problem(authority: &str) -> Option<String> {
     let (host, port) = match authority.rsplit_once(':') {
         Some((host, port)) if !port.contains(']') => (host, Some(port)),
@@ -635,10 +638,14 @@ fn authority_problem(authority: &str) -> Option<String> {
         return Some(format!("host {host:?} is not a valid host name or address"));
     }
     match port {
-        Some(port) if port.parse::<u16>().is_err() => {
-            Some(format!("port {port:?} is not 0..=65535"))
-        }
-        _ => None,
+        Some(port) => match port.parse::<u16>() {
+            Ok(0) => Some(
+                "port 0 cannot be connected to; give the port the server listens on".to_owned(),
+            ),
+            Ok(_) => None,
+            Err(_) => Some(format!("port {port:?} is not 1..=65535")),
+        },
+        None => None,
     }
 }
 
@@ -2351,10 +2358,16 @@ mod tests {
             "http://",
             "http://u:p@h/",
             "http://h:99999/",
+            "http://h:0/",
+            "http://h:/",
             "http://h x/",
             "http://::1/",
         ] {
             assert!(url_problem(bad).is_some(), "{bad}");
+        }
+        assert_eq!(nats_url_problem("nats://h:4222"), None);
+        for bad in ["nats://h:0", "tls://h:0/", "nats://h:65536"] {
+            assert!(nats_url_problem(bad).is_some(), "{bad}");
         }
         for good in ["10.0.0.0/8", "192.168.1.1", "fd00::/8", "::1/128", "0.0.0.0/0"] {
             assert_eq!(cidr_problem(good), None, "{good}");
