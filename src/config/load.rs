@@ -1431,6 +1431,16 @@ impl Check<'_> {
             }
         }
         let text = self.secret_text(label, raw)?;
+        if provider == Some(Provider::Stripe) && !text.starts_with("whsec_") {
+            // Stripe's endpoint signing secrets all start with `whsec_` (its webhook docs); any
+            // other string still makes a key, but most likely an API key was pasted instead,
+            // and no delivery will verify.
+            self.warn(
+                label,
+                "does not start with whsec_, as Stripe's endpoint signing secrets do; \
+                 deliveries will not verify if this is an API key (sk_/rk_/pk_)",
+            );
+        }
         let key = match provider::key_with(provider?, scheme, &text) {
             Ok(key) => key,
             Err(message) => {
@@ -2201,6 +2211,26 @@ mod tests {
         assert_eq!(secrets[0].not_before, Some(1_735_689_600));
         assert_eq!(secrets[1].not_after, Some(1_798_761_600));
         assert!(!format!("{config:?}").contains("MfKQ9r8"), "secret in Debug output");
+    }
+
+    /// A Stripe secret without `whsec_` is most likely an API key pasted by mistake: warned
+    /// about (never printed), and a `whsec_` secret is not.
+    #[test]
+    fn a_stripe_secret_without_whsec_is_warned_about() {
+        let stripe = |value: &str| {
+            MINIMAL.replace("provider = \"github\"", "provider = \"stripe\"").replace(
+                "secrets = [{ id = \"k\", env = \"GH_SECRET\" }]",
+                &format!("secrets = [{{ id = \"k\", value = \"{value}\" }}]"),
+            )
+        };
+        let inline = "source[s].secrets[k]: inline secret value";
+        let config = check(
+            &stripe("sk_live_TOPSECRET"),
+            Expect::Ok(&[inline, "source[s].secrets[k]: does not start with whsec_"]),
+        );
+        let warnings = config.map(|c| c.warnings.join("\n")).unwrap_or_default();
+        assert!(!warnings.contains("TOPSECRET"), "secret printed: {warnings}");
+        check(&stripe("whsec_0123456789"), Expect::Ok(&[inline]));
     }
 
     #[test]
