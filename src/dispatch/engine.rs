@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use super::attempt::{self, Target};
 use super::classify::{classify, AttemptResult};
 use crate::config::{Config, Live};
-use crate::ledger::{DueEvent, Inbox, Outcome, Settlement};
+use crate::ledger::{DueEvent, DueSources, Inbox, Outcome, Settlement};
 use crate::limits::DISPATCH_SCAN_MAX;
 use crate::metrics::{AttemptOutcome, Metrics};
 
@@ -319,15 +319,16 @@ impl Engine {
         }
         let now = crate::clock::monotonic();
         let resumes = self.controls.resumes();
-        if now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY || resumes != self.resumes_seen
-        {
+        let full_scan = now.duration_since(self.full_scan_at) >= FULL_SCAN_EVERY
+            || resumes != self.resumes_seen;
+        if full_scan {
             self.resumes_seen = resumes;
             self.full_scan_at = now;
             self.cursors.iter_mut().for_each(|c| *c = None);
         }
         let now_ms = crate::clock::now_unix_ms();
         let limit = free.min(DISPATCH_SCAN_MAX);
-        let scan = self.scan(now_ms, limit).await;
+        let scan = self.scan(now_ms, limit, full_scan).await;
         self.backlog = scan.full;
         // Per shard, the next scan resumes at the first event not started (its destination
         // was full), or else at the last event returned.
@@ -379,10 +380,37 @@ impl Engine {
     /// never reads more events than can be started (reading bodies that would only be dropped
     /// is wasted IO), and with every destination paused nothing is scanned at all.
     fn free_slots(&self) -> usize {
-        let config = &self.config.destinations;
+        self.room().iter().sum()
+    }
+
+    /// Attempts each destination could start now (index = destination): its [`Engine::cap`]
+    /// less its attempts in flight.
+    fn room(&self) -> Vec<usize> {
         let now = crate::clock::monotonic();
-        let caps = (0..config.len()).map(|d| self.cap(d, now));
-        caps.zip(&self.busy).map(|(cap, busy)| cap.saturating_sub(*busy)).sum()
+        let caps = (0..self.config.destinations.len()).map(|d| self.cap(d, now));
+        caps.zip(&self.busy).map(|(cap, busy)| cap.saturating_sub(*busy)).collect()
+    }
+
+    /// For a leasing inbox ([`Inbox::leases`]): per destination with free attempt slots, its
+    /// sources (indexes into the configuration's sources) and how many of their events to
+    /// lease, at most `limit` in all.
+    fn lease_wants(&self, limit: usize) -> Vec<(Vec<usize>, usize)> {
+        let mut left = limit;
+        let mut wants = Vec::new();
+        for (d, room) in self.room().into_iter().enumerate() {
+            let take = room.min(left);
+            if take == 0 {
+                continue;
+            }
+            let sources = self.config.sources.iter().enumerate();
+            let of_d: Vec<usize> =
+                sources.filter(|(_, s)| s.destination == d).map(|(i, _)| i).collect();
+            if !of_d.is_empty() {
+                left -= take;
+                wants.push((of_d, take));
+            }
+        }
+        wants
     }
 
     /// How many attempts destination `d` may have in flight now: 0 while paused; while its
@@ -430,7 +458,11 @@ impl Engine {
     /// Reads up to `limit` due events per shard: on this thread when the inbox says its
     /// reads are in-process lookups ([`Inbox::reads_inline`], RocksDB), else off it on tokio's
     /// blocking pool (the read may wait on the network).
-    async fn scan(&self, now_ms: u64, limit: usize) -> Scan {
+    ///
+    /// A leasing inbox (PostgreSQL) is asked per destination for no more events than that
+    /// destination can start now (`lease_wants`), and on a `full_scan` also for events of
+    /// sources no longer configured: a leased event nobody starts waits a whole lease.
+    async fn scan(&self, now_ms: u64, limit: usize, full_scan: bool) -> Scan {
         let inbox = Arc::clone(&self.inbox);
         let cursors = self.cursors.clone();
         let shards = inbox.shards();
@@ -440,13 +472,16 @@ impl Engine {
                 set.insert(seq);
             }
         }
+        let wants = inbox.leases().then(|| self.lease_wants(limit));
+        let read_all = move |inbox: &dyn Inbox| match &wants {
+            Some(wants) => scan_leased(inbox, wants, full_scan, now_ms, limit, &skip),
+            None => scan_shards(inbox, &cursors, now_ms, limit, &skip),
+        };
         if inbox.reads_inline() {
             // RocksDB: memtable and block-cache reads, cheaper than two thread hand-offs.
-            return scan_shards(&*inbox, &cursors, now_ms, limit, &skip);
+            return read_all(&*inbox);
         }
-        let read = tokio::task::spawn_blocking(move || {
-            scan_shards(&*inbox, &cursors, now_ms, limit, &skip)
-        });
+        let read = tokio::task::spawn_blocking(move || read_all(&*inbox));
         read.await.unwrap_or_else(|e| {
             tracing::error!(code = "dispatch_scan_panicked", error = %e, "The dispatcher's ledger scan panicked.");
             Scan {
@@ -711,6 +746,41 @@ fn scan_shards(
             }
             Err(error) => {
                 tracing::error!(code = "ledger_read_failed", shard, %error, "The dispatcher could not read due events.")
+            }
+        }
+        if let Some(at) = inbox.next_due_after(shard, now_ms) {
+            scan.next_due_ms = Some(scan.next_due_ms.map_or(at, |t| t.min(at)));
+        }
+    }
+    scan
+}
+
+/// Blocking: leases, in every shard, up to each destination's share of due events of its
+/// sources (`wants`: sources and count, from [`Engine::lease_wants`]), and on a `full_scan` up
+/// to `limit` events of unconfigured sources; and the earliest due time after `now_ms`.
+/// Ordering (R22) is decided by the leasing store itself.
+fn scan_leased(
+    inbox: &dyn Inbox,
+    wants: &[(Vec<usize>, usize)],
+    full_scan: bool,
+    now_ms: u64,
+    limit: usize,
+    skip: &[HashSet<u64>],
+) -> Scan {
+    let mut scan =
+        Scan { events: Vec::new(), not_their_turn: HashSet::new(), full: false, next_due_ms: None };
+    for (shard, skip) in skip.iter().enumerate() {
+        let asks = wants.iter().map(|(sources, n)| (DueSources::Only(sources), *n));
+        let unconfigured = full_scan.then_some((DueSources::Unconfigured, limit));
+        for (sources, n) in asks.chain(unconfigured) {
+            match inbox.due_of(shard, now_ms, n, skip, sources) {
+                Ok(events) => {
+                    scan.full |= n > 0 && events.len() >= n;
+                    scan.events.extend(events);
+                }
+                Err(error) => {
+                    tracing::error!(code = "ledger_read_failed", shard, %error, "The dispatcher could not read due events.");
+                }
             }
         }
         if let Some(at) = inbox.next_due_after(shard, now_ms) {

@@ -26,6 +26,8 @@ struct FakeState {
     events: BTreeMap<u64, DueEvent>,
     /// `(due_ms, seq)` schedule entries.
     schedule: BTreeSet<(u64, u64)>,
+    /// Seqs a leasing inbox returned and that have not settled since.
+    leased: BTreeSet<u64>,
 }
 
 /// An [`Inbox`] over a mutexed map: `settle` applies at once, calls `reply(true)`, and reports
@@ -35,12 +37,27 @@ struct FakeInbox {
     /// Calls of `due`: one per shard per scan.
     scans: AtomicUsize,
     settled: mpsc::UnboundedSender<(u64, u32, Outcome)>,
+    /// Leases what a scan returns, as PostgreSQL does ([`Inbox::leases`]): a returned event
+    /// is not returned again until it settles.
+    leasing: bool,
 }
 
 impl FakeInbox {
     fn new() -> (Arc<FakeInbox>, mpsc::UnboundedReceiver<(u64, u32, Outcome)>) {
+        Self::with_leases(false)
+    }
+
+    fn with_leases(
+        leasing: bool,
+    ) -> (Arc<FakeInbox>, mpsc::UnboundedReceiver<(u64, u32, Outcome)>) {
         let (settled, rx) = mpsc::unbounded_channel();
-        (Arc::new(FakeInbox { state: Mutex::default(), scans: AtomicUsize::new(0), settled }), rx)
+        let scans = AtomicUsize::new(0);
+        (Arc::new(FakeInbox { state: Mutex::default(), scans, settled, leasing }), rx)
+    }
+
+    /// The seqs leased and not yet settled (a leasing inbox only).
+    fn leased(&self) -> BTreeSet<u64> {
+        self.state.lock().expect("test lock").leased.clone()
     }
 
     fn admit(&self, seq: u64, body: &[u8]) {
@@ -48,12 +65,17 @@ impl FakeInbox {
     }
 
     fn admit_key(&self, seq: u64, key: &str, body: &[u8]) {
+        self.admit_of(seq, key, 0, body);
+    }
+
+    /// Admits an event of the configuration's source `source` (index).
+    fn admit_of(&self, seq: u64, key: &str, source: u32, body: &[u8]) {
         let event = DueEvent {
             shard: 0,
             seq,
             due_ms: 0,
             key: key.to_owned(),
-            source: 0,
+            source,
             attempts: 0,
             received_at_ms: crate::clock::now_unix_ms(),
             secret_id: "k13".to_owned(),
@@ -65,6 +87,33 @@ impl FakeInbox {
         let mut state = self.state.lock().expect("test lock");
         state.schedule.insert((0, seq));
         state.events.insert(seq, event);
+    }
+}
+
+impl FakeInbox {
+    /// Due events from `from` matching `wanted`; a leasing inbox skips and then marks leased.
+    fn scan(
+        &self,
+        shard: usize,
+        from: Option<(u64, u64)>,
+        now_ms: u64,
+        limit: usize,
+        in_flight: &std::collections::HashSet<u64>,
+        wanted: impl Fn(&DueEvent) -> bool,
+    ) -> Result<Vec<DueEvent>, String> {
+        let mut state = self.state.lock().expect("test lock");
+        let from = from.unwrap_or((0, 0));
+        let due = state.schedule.range(from..).take_while(|(due, _)| *due <= now_ms);
+        let due = due.filter(|(_, seq)| shard == 0 && !in_flight.contains(seq));
+        let due = due.filter(|(_, seq)| !state.leased.contains(seq) && wanted(&state.events[seq]));
+        let events: Vec<DueEvent> = due
+            .take(limit)
+            .map(|&(due_ms, seq)| DueEvent { due_ms, ..state.events[&seq].clone() })
+            .collect();
+        if self.leasing {
+            state.leased.extend(events.iter().map(|e| e.seq));
+        }
+        Ok(events)
     }
 }
 
@@ -82,12 +131,27 @@ impl Inbox for FakeInbox {
         in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String> {
         self.scans.fetch_add(1, Ordering::SeqCst);
-        let state = self.state.lock().expect("test lock");
-        let from = from.unwrap_or((0, 0));
-        let due = state.schedule.range(from..).take_while(|(due, _)| *due <= now_ms);
-        let due = due.filter(|(_, seq)| shard == 0 && !in_flight.contains(seq)).take(limit);
-        let events = due.map(|&(due_ms, seq)| DueEvent { due_ms, ..state.events[&seq].clone() });
-        Ok(events.collect())
+        self.scan(shard, from, now_ms, limit, in_flight, |_| true)
+    }
+
+    fn leases(&self) -> bool {
+        self.leasing
+    }
+
+    fn due_of(
+        &self,
+        shard: usize,
+        now_ms: u64,
+        limit: usize,
+        in_flight: &std::collections::HashSet<u64>,
+        sources: crate::ledger::DueSources<'_>,
+    ) -> Result<Vec<DueEvent>, String> {
+        use crate::ledger::DueSources;
+        self.scans.fetch_add(1, Ordering::SeqCst);
+        self.scan(shard, None, now_ms, limit, in_flight, |e| match sources {
+            DueSources::Only(only) => only.contains(&(e.source as usize)),
+            DueSources::Unconfigured => e.source == u32::MAX,
+        })
     }
 
     fn next_due_after(&self, _shard: usize, after_ms: u64) -> Option<u64> {
@@ -99,6 +163,7 @@ impl Inbox for FakeInbox {
         {
             let mut state = self.state.lock().expect("test lock");
             assert!(state.schedule.remove(&(s.due_ms, s.seq)), "settled an unknown entry");
+            state.leased.remove(&s.seq);
             if let Outcome::Retry { next_ms, .. } = s.outcome {
                 state.schedule.insert((next_ms, s.seq));
                 state.events.get_mut(&s.seq).expect("known event").attempts = s.attempts;
@@ -491,4 +556,56 @@ async fn a_notification_inside_the_gap_scans_when_the_gap_ends() {
 #[test]
 fn https_client_builds_with_ring() {
     assert!(attempt::client().is_ok());
+}
+
+/// A leasing inbox (PostgreSQL) is asked only for events the dispatcher can start now, per
+/// destination: none of a paused destination's, and no more of a running one's than its free
+/// attempt slots. Before, one scan leased up to every destination's free slots in due order
+/// over all sources: a paused (or saturated, or failing) destination's older backlog took the
+/// leases, was not attempted, and held the other destination's events back until those leases
+/// ran out (30 s by default), scan after scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leasing_scan_takes_only_what_each_destination_can_start() {
+    let dest = Destination::new(&[], 200, true);
+    let url = serve(Arc::clone(&dest)).await;
+    let source = |id: &str, destination: &str| {
+        format!(
+            "[[source]]\nid = \"{id}\"\ntenant = \"acme\"\nprovider = \"stripe\"\n\
+             secrets = [{{ id = \"k13\", value = \"whsec_test\" }}]\ndestination = \"{destination}\"\n"
+        )
+    };
+    let text = format!(
+        "[server]\ncores = 1\n{}{}\
+         [[destination]]\nid = \"paused-api\"\nurl = \"{url}\"\npaused = true\n\
+         [[destination]]\nid = \"live-api\"\nurl = \"{url}\"\nconcurrency_max = 2\n",
+        source("stripe-paused", "paused-api"),
+        source("stripe-live", "live-api"),
+    );
+    let config = Config::from_toml_str(&text, std::path::Path::new("test.toml"), &|_| None);
+    let config = Arc::new(config.expect("the test config is valid"));
+    let (inbox, mut settled) = FakeInbox::with_leases(true);
+    // The paused destination's backlog is older, so it comes first in due order.
+    for seq in 1..=20 {
+        inbox.admit_of(seq, &format!("acme/stripe-paused/evt_{seq}"), 0, b"{}");
+    }
+    for seq in 21..=25 {
+        inbox.admit_of(seq, &format!("acme/stripe-live/evt_{seq}"), 1, b"{}");
+    }
+    let (metrics, notify) = (metrics(), Arc::new(Notify::new()));
+    let handle = spawn(Arc::new(Live::new(config)), inbox.clone(), Arc::clone(&notify), metrics)
+        .expect("dispatcher starts");
+    let mut running = dest.running_now.subscribe();
+    let full = tokio::time::timeout(WAIT_MAX, running.wait_for(|n| *n == 2)).await;
+    full.expect("two attempts in flight in time").expect("destination alive");
+    assert_eq!(inbox.leased(), BTreeSet::from([21, 22]), "leased: only what was started");
+    dest.gate.as_ref().expect("gated").add_permits(5);
+    let mut delivered = BTreeSet::new();
+    while delivered.len() < 5 {
+        let (seq, _, outcome) = recv(&mut settled).await;
+        assert!(matches!(outcome, Outcome::Delivered { .. }), "seq {seq}: {outcome:?}");
+        delivered.insert(seq);
+    }
+    assert_eq!(delivered, (21..=25).collect::<BTreeSet<u64>>());
+    assert!(inbox.leased().is_empty(), "the paused destination's events were leased");
+    handle.shutdown();
 }

@@ -301,6 +301,47 @@ pub trait Inbox: Send + Sync + 'static {
     fn reads_inline(&self) -> bool {
         false
     }
+
+    /// Whether [`Inbox::due`] leases what it returns (a ledger shared by several nodes,
+    /// PostgreSQL): a returned event is then attempted by nobody else until its lease runs
+    /// out, so the dispatcher must ask only for events it can start now. It then scans with
+    /// [`Inbox::due_of`], once per destination with free attempt slots, instead of once over
+    /// every source. The default, false, is for a store whose scan leases nothing (RocksDB):
+    /// what the dispatcher cannot start stays due for the next scan.
+    fn leases(&self) -> bool {
+        false
+    }
+
+    /// [`Inbox::due`] from the head, restricted to `sources` (see [`DueSources`]). Called only
+    /// when [`Inbox::leases`] is true. The default ignores `sources` and may return events of
+    /// any source: right for a store that leases nothing, where the dispatcher skips an event
+    /// it cannot start and finds it again in a later scan.
+    ///
+    /// # Errors
+    /// A read failure, as text for the log.
+    fn due_of(
+        &self,
+        shard: usize,
+        now_ms: u64,
+        limit: usize,
+        in_flight: &std::collections::HashSet<u64>,
+        sources: DueSources<'_>,
+    ) -> Result<Vec<DueEvent>, String> {
+        let _ = sources;
+        self.due(shard, None, now_ms, limit, in_flight)
+    }
+}
+
+/// Which sources' events a leasing scan ([`Inbox::due_of`]) may return. Sources are named by
+/// their index in the running configuration's `[[source]]` list, which a reload cannot
+/// change (adding, removing or reordering a source needs a restart).
+#[derive(Clone, Copy, Debug)]
+pub enum DueSources<'a> {
+    /// Only these configured sources: those of one destination with free attempt slots.
+    Only(&'a [usize]),
+    /// Only events whose `tenant/source` is not in the configuration (a source removed before
+    /// a restart): the dispatcher dead-letters them as unroutable.
+    Unconfigured,
 }
 
 #[cfg(test)]

@@ -413,3 +413,72 @@ fn a_scan_leases_no_event_it_skips() {
     let scanned = ledger.due(0, None, now_ms, 10, &HashSet::new()).expect("scan");
     assert_eq!(scanned.iter().map(|e| e.seq).collect::<Vec<_>>(), [7]);
 }
+
+/// A scan for one destination's sources leases only their rows; a scan for unconfigured
+/// sources only the rows of sources this node no longer has. The class: a scan over every
+/// source leased a paused or saturated destination's older rows ahead of another
+/// destination's, and nobody attempted them until their lease ran out (the dispatcher's side
+/// is `dispatch::tests::a_leasing_scan_takes_only_what_each_destination_can_start`).
+#[test]
+fn a_scan_of_some_sources_leases_only_their_rows() {
+    use hookwall::ledger::postgres::{schema, Connector, PgLedger, PgOptions};
+    use hookwall::ledger::{DueSources, Inbox as _};
+    let pg = Postgres::start();
+    let mut db = pg.client();
+    let now_ms = u64::try_from(sign::now_unix_s()).expect("after 1970") * 1000;
+    schema::migrate(&mut db, now_ms).expect("migrates");
+    let insert = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
+        fingerprint, secret_id, received_at_ms, body, state, attempts, due_ms)
+        VALUES ('acme', $1, $2, $3, 0, '\\x00', 'k1', $3, '{}', 'received', 0, $3)";
+    // Oldest first: two of a paused destination's source, one of a removed source, then two
+    // of a running destination's source.
+    let rows = [("paused", 1_i64), ("paused", 2), ("removed", 3), ("live", 4), ("live", 5)];
+    for (source, seq) in rows {
+        let id = format!("evt_{seq}");
+        assert_eq!(db.execute(insert, &[&source, &id, &seq]).expect("row inserted"), 1);
+    }
+    let metrics = std::sync::Arc::new(hookwall::metrics::Metrics {
+        reloads: Default::default(),
+        cores: Vec::new(),
+        ledger: hookwall::metrics::LedgerStats::new(2),
+        dispatch: hookwall::metrics::DispatchStats::new(2),
+    });
+    let opts = PgOptions {
+        connector: Connector::new(&pg.url()).expect("the test URL parses"),
+        pool_size: 2,
+        lease: Duration::from_secs(30),
+        sources: vec![
+            ("acme".to_owned(), "paused".to_owned()),
+            ("acme".to_owned(), "live".to_owned()),
+        ],
+        notify: std::sync::Arc::new(tokio::sync::Notify::new()),
+        node: "test".to_owned(),
+        retention: None,
+    };
+    let ledger = PgLedger::open(opts, metrics).expect("opens");
+    assert!(ledger.leases(), "the dispatcher must scan PostgreSQL per destination");
+    let leased = |db: &mut postgres::Client| -> Vec<i64> {
+        let rows = db
+            .query(
+                "SELECT seq FROM hookwall_events WHERE lease_owner IS NOT NULL ORDER BY seq",
+                &[],
+            )
+            .expect("rows read");
+        rows.iter().map(|r| r.get(0)).collect()
+    };
+    let none = HashSet::new();
+    let seqs = |events: Vec<hookwall::ledger::DueEvent>| -> Vec<u64> {
+        events.iter().map(|e| e.seq).collect()
+    };
+    // One slot for "live" (index 1): its oldest row, nothing of the older "paused" rows.
+    let got = ledger.due_of(0, now_ms, 1, &none, DueSources::Only(&[1])).expect("scan");
+    assert_eq!(seqs(got), [4]);
+    assert_eq!(leased(&mut db), [4], "only the returned row is leased");
+    let got = ledger.due_of(0, now_ms, 10, &none, DueSources::Only(&[1])).expect("scan");
+    assert_eq!(seqs(got), [5]);
+    let got = ledger.due_of(0, now_ms, 10, &none, DueSources::Unconfigured).expect("scan");
+    assert_eq!(seqs(got), [3], "only the removed source's row");
+    assert_eq!(leased(&mut db), [3, 4, 5], "the paused destination's rows are not leased");
+    let got = ledger.due_of(0, now_ms, 10, &none, DueSources::Only(&[0])).expect("scan");
+    assert_eq!(seqs(got), [1, 2]);
+}

@@ -40,7 +40,9 @@ use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::codec::truncate_utf8;
-use super::{Admission, Decision, DueEvent, Inbox, Outcome, RejectedRecord, Settlement};
+use super::{
+    Admission, Decision, DueEvent, DueSources, Inbox, Outcome, RejectedRecord, Settlement,
+};
 use crate::limits::{
     ATTEMPT_ERROR_BYTES_MAX, POSTGRES_COMMIT_BATCH_MAX, SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX,
 };
@@ -826,15 +828,21 @@ fn settle_batch(
     Ok(())
 }
 
-/// Leases due rows, except the seqs in `$5` (this node's attempts in flight). An ordered row
-/// (R22) qualifies only as the head of its group: no unsettled row of the group (pending,
-/// retrying or leased by any node: `due_ms IS NOT NULL`) has a smaller `(order_stamp, seq)`.
-/// A head in flight or waiting for its retry therefore holds its group on every node;
-/// delivered or dead-lettered (`due_ms` NULL), it releases it.
-const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
+/// `LEASE` with one more condition on the candidate rows `e` (empty for none): leases due rows,
+/// except the seqs in `$5` (this node's attempts in flight). An ordered row (R22) qualifies only
+/// as the head of its group: no unsettled row of the group (pending, retrying or leased by any
+/// node: `due_ms IS NOT NULL`) has a smaller `(order_stamp, seq)`. A head in flight or waiting
+/// for its retry therefore holds its group on every node; delivered or dead-lettered (`due_ms`
+/// NULL), it releases it.
+macro_rules! lease_sql {
+    ($rows:literal) => {
+        concat!(
+            "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
     WHERE seq IN (
         SELECT e.seq FROM hookwall_events AS e
-        WHERE e.due_ms <= $1 AND e.seq <> ALL($5::INT8[])
+        WHERE e.due_ms <= $1 AND e.seq <> ALL($5::INT8[]) ",
+            $rows,
+            "
             AND (e.ordering_value IS NULL OR NOT EXISTS (
                 SELECT 1 FROM hookwall_events AS g
                 WHERE g.tenant = e.tenant AND g.source = e.source
@@ -845,9 +853,80 @@ const LEASE: &str = "UPDATE hookwall_events SET due_ms = $2, lease_owner = $3
         ORDER BY e.due_ms LIMIT $4
         FOR UPDATE SKIP LOCKED)
     RETURNING seq, due_ms, tenant, source, event_id, source_index, attempts, received_at_ms,
-        secret_id, signed_at, content_type, body";
+        secret_id, signed_at, content_type, body"
+        )
+    };
+}
+
+/// Leases due rows of any source (`lease_sql!`).
+const LEASE: &str = lease_sql!("");
+
+/// Leases due rows of the sources `($6[i], $7[i])` (tenant, source id) only: those of one
+/// destination that has free attempt slots on this node ([`DueSources::Only`]).
+const LEASE_OF_SOURCES: &str = lease_sql!(
+    "AND (e.tenant, e.source) IN (SELECT t, s FROM unnest($6::TEXT[], $7::TEXT[]) AS u(t, s))"
+);
+
+/// Leases due rows of every source except `($6[i], $7[i])`: those no longer in this node's
+/// configuration ([`DueSources::Unconfigured`]).
+const LEASE_OF_UNCONFIGURED: &str = lease_sql!(
+    "AND (e.tenant, e.source) NOT IN (SELECT t, s FROM unnest($6::TEXT[], $7::TEXT[]) AS u(t, s))"
+);
 
 impl PgLedger {
+    /// Runs `LEASE` (`sources` None), `LEASE_OF_SOURCES` or `LEASE_OF_UNCONFIGURED` and reads
+    /// the leased rows, oldest admission first. A leased row that cannot be read is logged
+    /// and left to its lease (read again when it runs out); the others go ahead.
+    fn lease(
+        &self,
+        now_ms: u64,
+        limit: usize,
+        in_flight: &std::collections::HashSet<u64>,
+        sources: Option<DueSources<'_>>,
+    ) -> Result<Vec<DueEvent>, String> {
+        let shared = &self.inner.shared;
+        let configured = &shared.opts.sources;
+        let lease_ms = u64::try_from(shared.opts.lease.as_millis()).unwrap_or(u64::MAX);
+        let deadline = as_i64(now_ms.saturating_add(lease_ms));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let skip: Vec<i64> = in_flight.iter().map(|&seq| as_i64(seq)).collect();
+        let node = &shared.opts.node;
+        let rows = self.with_lease(|c| {
+            let base: [&(dyn postgres::types::ToSql + Sync); 5] =
+                [&as_i64(now_ms), &deadline, node, &limit, &skip];
+            let (sql, named): (&str, Vec<&(String, String)>) = match sources {
+                None => return c.query(LEASE, &base),
+                Some(DueSources::Only(indexes)) => {
+                    (LEASE_OF_SOURCES, indexes.iter().filter_map(|&i| configured.get(i)).collect())
+                }
+                Some(DueSources::Unconfigured) => {
+                    (LEASE_OF_UNCONFIGURED, configured.iter().collect())
+                }
+            };
+            let tenants: Vec<&str> = named.iter().map(|(t, _)| t.as_str()).collect();
+            let ids: Vec<&str> = named.iter().map(|(_, s)| s.as_str()).collect();
+            let mut params = base.to_vec();
+            params.push(&tenants);
+            params.push(&ids);
+            c.query(sql, &params)
+        })?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match due_event(row, configured) {
+                Ok(e) => events.push(e),
+                // Leased but unreadable (a column changed under the running node): its lease
+                // runs out and it is read again then; the others of the scan go ahead.
+                Err(e) => tracing::error!(
+                    code = "ledger_row_unreadable",
+                    error = %schema::describe(&e),
+                    "A leased PostgreSQL row could not be read; it is leased again when its lease runs out."
+                ),
+            }
+        }
+        events.sort_by_key(|e| (e.received_at_ms, e.seq));
+        Ok(events)
+    }
+
     /// Runs `f` on the lease connection, connecting first when needed; a failed statement
     /// drops a broken connection so the next call reconnects.
     fn with_lease<T>(
@@ -907,12 +986,12 @@ impl Inbox for PgLedger {
         1
     }
 
-    /// Leases up to `limit` due rows (`FOR UPDATE SKIP LOCKED`: rows another node is leasing
-    /// right now are skipped, not waited for) by moving their due time to `now + lease`. `from`
-    /// is ignored: the partial index on pending rows has no settled head to skip. Rows in
-    /// `in_flight` are not leased: an attempt whose retry settlement has committed but not yet
-    /// reached the dispatcher is due again after `backoff_min`, and leasing it then, only to
-    /// drop it, left it unattempted for a whole lease.
+    /// Leases up to `limit` due rows of any source (`FOR UPDATE SKIP LOCKED`: rows another
+    /// node is leasing right now are skipped, not waited for) by moving their due time to
+    /// `now + lease`. `from` is ignored: the partial index on pending rows has no settled head
+    /// to skip. Rows in `in_flight` are not leased: an attempt whose retry settlement has
+    /// committed but not yet reached the dispatcher is due again after `backoff_min`, and
+    /// leasing it then, only to drop it, left it unattempted for a whole lease.
     fn due(
         &self,
         _shard: usize,
@@ -921,30 +1000,25 @@ impl Inbox for PgLedger {
         limit: usize,
         in_flight: &std::collections::HashSet<u64>,
     ) -> Result<Vec<DueEvent>, String> {
-        let shared = &self.inner.shared;
-        let lease_ms = u64::try_from(shared.opts.lease.as_millis()).unwrap_or(u64::MAX);
-        let deadline = as_i64(now_ms.saturating_add(lease_ms));
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let skip: Vec<i64> = in_flight.iter().map(|&seq| as_i64(seq)).collect();
-        let rows = self.with_lease(|c| {
-            c.query(LEASE, &[&as_i64(now_ms), &deadline, &shared.opts.node, &limit, &skip])
-        })?;
-        let sources = &shared.opts.sources;
-        let mut events = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match due_event(row, sources) {
-                Ok(e) => events.push(e),
-                // Leased but unreadable (a column changed under the running node): its lease
-                // runs out and it is read again then; the others of the scan go ahead.
-                Err(e) => tracing::error!(
-                    code = "ledger_row_unreadable",
-                    error = %schema::describe(&e),
-                    "A leased PostgreSQL row could not be read; it is leased again when its lease runs out."
-                ),
-            }
-        }
-        events.sort_by_key(|e| (e.received_at_ms, e.seq));
-        Ok(events)
+        self.lease(now_ms, limit, in_flight, None)
+    }
+
+    fn leases(&self) -> bool {
+        true
+    }
+
+    /// [`Inbox::due`] restricted to `sources`: the dispatcher asks per destination for no more
+    /// than it can start, so no row of a paused, saturated or failing destination is leased
+    /// and then held unattempted for a whole lease, ahead of other destinations' events.
+    fn due_of(
+        &self,
+        _shard: usize,
+        now_ms: u64,
+        limit: usize,
+        in_flight: &std::collections::HashSet<u64>,
+        sources: DueSources<'_>,
+    ) -> Result<Vec<DueEvent>, String> {
+        self.lease(now_ms, limit, in_flight, Some(sources))
     }
 
     fn next_due_after(&self, _shard: usize, after_ms: u64) -> Option<u64> {
