@@ -180,10 +180,15 @@ impl CoreCtx {
         self
     }
 
-    /// Most bytes a connection may hold unprocessed before it is closed as abusive: one full
-    /// request plus one head (a pipelined flood while a commit is pending).
+    /// Most bytes a connection may hold unprocessed before it is closed as abusive: two full
+    /// requests (a pipelined flood while a commit is pending), plus one read's worth
+    /// ([`crate::limits::RECV_BUFFER_BYTES`]): the back ends check this right after a read,
+    /// before processing it, so without that room one read of valid requests could pass it
+    /// under small limits (8 pipelined requests, or a body in 1-byte chunks, with both limits
+    /// at 1 KiB) and close the connection with no answer.
     pub fn input_bytes_max(&self) -> usize {
-        2 * (self.limits.header_bytes_max + self.limits.body_bytes_max)
+        let requests = 2 * (self.limits.header_bytes_max + self.limits.body_bytes_max);
+        requests.saturating_add(crate::limits::RECV_BUFFER_BYTES)
     }
 }
 

@@ -494,6 +494,53 @@ on_both_io_and_postgres! {
     }
 }
 
+on_both_io! {
+    /// With small limits, one read can carry more than the unprocessed-input cap (two
+    /// requests' worth): eight pipelined requests, or a body sent in 1-byte chunks, in one
+    /// write. Each is a valid request and gets its answer. Before, the cap was checked after
+    /// the read and before any of it was processed, so such a read closed the connection with
+    /// no answer at all (found by a bad-input review with `body_bytes_max` and
+    /// `header_bytes_max` at 1024).
+    fn one_read_over_the_input_cap_is_answered_with_small_limits(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |setup| {
+            setup.body_bytes_max = 1024;
+            setup.header_bytes_max = 1024;
+        });
+        let s = stripe_a();
+        let now = sign::now_unix_s();
+        let path = "/webhooks/stripe-a";
+        let ids: Vec<String> = (0..8).map(|_| sign::unique_id("evt_small")).collect();
+        let mut burst = Vec::new();
+        for id in &ids {
+            let body = sign::body(Provider::Stripe, id, &"p".repeat(500));
+            burst.extend(client::request("POST", path, &sign::headers(Provider::Stripe, sign::STRIPE_SECRET, id, now, &body), &body));
+        }
+        assert!(burst.len() > 2 * (1024 + 1024), "the burst exceeds the cap: {} bytes", burst.len());
+        let mut conn = Conn::connect(f.hw.ingress);
+        conn.send(&burst);
+        for (n, id) in ids.iter().enumerate() {
+            let r = conn.read_response();
+            expect(&r, 200, "accepted", &format!("pipelined request {n}"));
+            assert_eq!(r.id().as_deref(), Some(id.as_str()));
+        }
+
+        let id = sign::unique_id("evt_bytewise");
+        let body = sign::body(Provider::Stripe, &id, &"b".repeat(700));
+        assert!(body.len() <= 1024);
+        let mut h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, now, &body);
+        h.push(("Transfer-Encoding".to_owned(), "chunked".to_owned()));
+        let mut bytes = client::head("POST", path, &h);
+        bytes.extend(client::chunked(&body, 1));
+        assert!(bytes.len() > 2 * (1024 + 1024), "the request exceeds the cap: {} bytes", bytes.len());
+        let mut conn = Conn::connect(f.hw.ingress);
+        conn.send(&bytes);
+        expect(&conn.read_response(), 200, "accepted", "a body in 1-byte chunks");
+        for id in ids.iter().chain([&id]) {
+            f.sink.wait_for_key(&s.key(id), 1, FORWARD_TIMEOUT);
+        }
+    }
+}
+
 on_both_io_and_postgres! {
     /// SPEC §3, R13, R23, R24: answers decided before or without admission: 413 from the
     /// declared length before the body is sent, 413 for an over-long chunked body, 415 for a
