@@ -74,10 +74,12 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     differs("ledger.path", a.path != b.path);
     differs("ledger.sync", a.sync != b.sync);
     differs("ledger.shards", a.shards != b.shards);
-    differs("ledger.dedupe_retention", a.dedupe_retention != b.dedupe_retention);
     differs("ledger.payload_retention", a.payload_retention != b.payload_retention);
     differs("ledger.backend", a.backend != b.backend);
     differs("admin.token_file", old.admin.token_file != new.admin.token_file);
+    if let Some(line) = retention_change(old, new) {
+        why.push(line);
+    }
     let sources = |c: &Config| -> Vec<String> {
         c.sources
             .iter()
@@ -105,4 +107,57 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
         ));
     }
     why
+}
+
+/// The restart line for a changed `ledger.dedupe_retention`, if it changed. Unset, it is
+/// derived from the sources (R25), so a longer tolerance or another provider can change it:
+/// the line then says so, instead of blaming a `[ledger]` setting nobody touched.
+fn retention_change(old: &Config, new: &Config) -> Option<String> {
+    let (a, b) = (old.ledger.dedupe_retention, new.ledger.dedupe_retention);
+    if a == b {
+        return None;
+    }
+    let shown = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    let (from, to) = (shown(a), shown(b));
+    if b == super::load::default_dedupe_retention(&new.sources) {
+        Some(format!(
+            "ledger.dedupe_retention changed from {from} to {to} (unset, it is derived from the \
+             sources: at least twice each tolerance, and each provider's retry horizon plus a \
+             day; the running ledger keeps the retention it started with)"
+        ))
+    } else {
+        Some(format!("ledger.dedupe_retention changed from {from} to {to}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(source_extra: &str) -> Config {
+        let text = format!(
+            "[[source]]\nid = \"s\"\ntenant = \"t\"\nprovider = \"github\"\n\
+             secrets = [{{ id = \"k\", value = \"x\" }}]\ndestination = \"d\"\n{source_extra}\n\
+             [[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n"
+        );
+        let loaded = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None);
+        loaded.unwrap_or_else(|e| panic!("test config: {e}"))
+    }
+
+    /// A tolerance is reloadable, but past half of the derived identity retention it changes
+    /// that retention, which only a restart applies: the refusal says where the change came
+    /// from (found by a bad-input review: it read as if `[ledger]` had been edited).
+    #[test]
+    fn a_derived_retention_change_names_its_cause() {
+        let (old, short, long) =
+            (config(""), config("tolerance = \"10m\""), config("tolerance = \"4d\""));
+        assert!(restart_needed(&old, &short).is_empty(), "a short tolerance reloads");
+        let why = restart_needed(&old, &long);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("ledger.dedupe_retention changed from 7days to 8days"),
+            "{why:?}"
+        );
+        assert!(why[0].contains("derived from the sources"), "{why:?}");
+    }
 }
