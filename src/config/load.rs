@@ -1221,6 +1221,17 @@ impl Check<'_> {
             raw.ack_deadline.as_deref(),
             default_ack,
         );
+        if ack_deadline < ACK_DEADLINE_SANE_MIN {
+            // Admission sheds a delivery whose estimated commit wait passes half the deadline
+            // (issue 6): under ~100 ms that is a group commit or two, so most deliveries
+            // would be answered 503 on an idle server. Allowed (tests force shedding so), but
+            // most likely a unit typo ("10ms" for "10s").
+            self.warn(
+                &field("ack_deadline"),
+                "is under 100ms; providers allow seconds, and most deliveries will be shed \
+                 with 503 overloaded (a unit typo?)",
+            );
+        }
         let ordering_key = raw.ordering_key.as_deref().and_then(|pointer| {
             crate::ordering::OrderingKey::parse(pointer)
                 .map_err(|problem| self.error(&field("ordering_key"), problem))
@@ -1562,6 +1573,9 @@ impl Check<'_> {
 fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
+
+/// Shortest `ack_deadline` taken without a warning: 100 ms.
+const ACK_DEADLINE_SANE_MIN: Duration = Duration::from_millis(100);
 
 fn days(days: u64) -> Duration {
     Duration::from_secs(days * 86_400)
@@ -2215,6 +2229,15 @@ mod tests {
 
     /// A Stripe secret without `whsec_` is most likely an API key pasted by mistake: warned
     /// about (never printed), and a `whsec_` secret is not.
+    /// An `ack_deadline` under 100 ms sheds nearly every delivery: warned about (a bad-input
+    /// review found "1ns" taken silently, black-holing the source with 503s).
+    #[test]
+    fn a_tiny_ack_deadline_is_warned_about() {
+        let tiny = minimal_with("", "ack_deadline = \"10ms\"");
+        check(&tiny, Expect::Ok(&["source[s].ack_deadline: is under 100ms"]));
+        check(&minimal_with("", "ack_deadline = \"100ms\""), Expect::Ok(&[]));
+    }
+
     #[test]
     fn a_stripe_secret_without_whsec_is_warned_about() {
         let stripe = |value: &str| {
