@@ -29,8 +29,8 @@ pub fn token_id(token: &str) -> String {
 ///
 /// # Errors
 /// The answer to send instead: 403 `admin_disabled` when no token is configured, 401
-/// `unauthorized` (with `WWW-Authenticate: Bearer`) when the header is missing, malformed or
-/// carries another token.
+/// `unauthorized` (with `WWW-Authenticate: Bearer`) when the header is missing, repeated,
+/// malformed or carries another token.
 pub fn check(
     expected: Option<&AdminToken>,
     headers: &HeaderMap,
@@ -39,6 +39,11 @@ pub fn check(
         let message = "the admin API is disabled: no admin.token_file is configured";
         return Err(error(StatusCode::FORBIDDEN, "admin_disabled", message));
     };
+    if headers.get_all(AUTHORIZATION).iter().nth(1).is_some() {
+        // Which of two would count is up to each proxy and server on the way; refuse the
+        // ambiguity rather than pick one (a bad-input review found the first one winning).
+        return Err(unauthorized("more than one Authorization header"));
+    }
     let presented = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -97,5 +102,29 @@ mod token_text_tests {
         for bad in ["", "two\nlines", "with space", "tökén", "==", "a=b", "tab\t"] {
             assert!(!is_token_text(bad), "{bad:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(values: &[&str]) -> StatusCode {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append(AUTHORIZATION, HeaderValue::from_str(v).expect("test header"));
+        }
+        let expected = AdminToken("right".to_owned());
+        check(Some(&expected), &headers).map_or_else(|r| r.status(), |_| StatusCode::OK)
+    }
+
+    /// The right token alone passes; repeated, in either order with another, it does not.
+    #[test]
+    fn one_authorization_header_exactly() {
+        assert_eq!(status(&["Bearer right"]), StatusCode::OK);
+        assert_eq!(status(&["Bearer right", "Bearer wrong"]), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&["Bearer wrong", "Bearer right"]), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&["Bearer right", "Bearer right"]), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&[]), StatusCode::UNAUTHORIZED);
     }
 }
