@@ -117,8 +117,7 @@ fn retention_change(old: &Config, new: &Config) -> Option<String> {
     if a == b {
         return None;
     }
-    let shown = |d: std::time::Duration| humantime::format_duration(d).to_string();
-    let (from, to) = (shown(a), shown(b));
+    let (from, to) = (super::load::human(a), super::load::human(b));
     if b == super::load::default_dedupe_retention(&new.sources) {
         Some(format!(
             "ledger.dedupe_retention changed from {from} to {to} (unset, it is derived from the \

@@ -379,7 +379,8 @@ fn shown_url(text: &str) -> String {
     shown
 }
 
-fn human(duration: Duration) -> String {
+/// A duration as people write it (`7days`, `1h 30m`), for messages and tables.
+pub(super) fn human(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
 }
 

@@ -484,12 +484,7 @@ impl Engine {
         let read = tokio::task::spawn_blocking(move || read_all(&*inbox));
         read.await.unwrap_or_else(|e| {
             tracing::error!(code = "dispatch_scan_panicked", error = %e, "The dispatcher's ledger scan panicked.");
-            Scan {
-                events: Vec::new(),
-                not_their_turn: HashSet::new(),
-                full: false,
-                next_due_ms: None,
-            }
+            Scan::default()
         })
     }
 
@@ -707,6 +702,7 @@ fn lost(e: &tokio::task::JoinError) -> Wake {
 }
 
 /// The due events of every shard and the earliest due time seen.
+#[derive(Default)]
 struct Scan {
     events: Vec<DueEvent>,
     /// Ordered events that are not the first unsettled event of their group (R22), or whose
@@ -715,6 +711,16 @@ struct Scan {
     /// Some shard returned `limit` events: more may be due.
     full: bool,
     next_due_ms: Option<u64>,
+}
+
+impl Scan {
+    /// Keeps the earlier of the scan's next due time and `shard`'s first due time after
+    /// `now_ms`.
+    fn next_due_of(&mut self, inbox: &dyn Inbox, shard: usize, now_ms: u64) {
+        if let Some(at) = inbox.next_due_after(shard, now_ms) {
+            self.next_due_ms = Some(self.next_due_ms.map_or(at, |t| t.min(at)));
+        }
+    }
 }
 
 /// Blocking: reads up to `limit` due events per shard from its cursor, skipping in-flight
@@ -726,8 +732,7 @@ fn scan_shards(
     limit: usize,
     skip: &[HashSet<u64>],
 ) -> Scan {
-    let mut scan =
-        Scan { events: Vec::new(), not_their_turn: HashSet::new(), full: false, next_due_ms: None };
+    let mut scan = Scan::default();
     for (shard, skip) in skip.iter().enumerate() {
         let from = cursors.get(shard).copied().flatten();
         match inbox.due(shard, from, now_ms, limit, skip) {
@@ -748,9 +753,7 @@ fn scan_shards(
                 tracing::error!(code = "ledger_read_failed", shard, %error, "The dispatcher could not read due events.")
             }
         }
-        if let Some(at) = inbox.next_due_after(shard, now_ms) {
-            scan.next_due_ms = Some(scan.next_due_ms.map_or(at, |t| t.min(at)));
-        }
+        scan.next_due_of(inbox, shard, now_ms);
     }
     scan
 }
@@ -767,8 +770,7 @@ fn scan_leased(
     limit: usize,
     skip: &[HashSet<u64>],
 ) -> Scan {
-    let mut scan =
-        Scan { events: Vec::new(), not_their_turn: HashSet::new(), full: false, next_due_ms: None };
+    let mut scan = Scan::default();
     for (shard, skip) in skip.iter().enumerate() {
         let asks = wants.iter().map(|(sources, n)| (DueSources::Only(sources), *n));
         let unconfigured = full_scan.then_some((DueSources::Unconfigured, limit));
@@ -783,9 +785,7 @@ fn scan_leased(
                 }
             }
         }
-        if let Some(at) = inbox.next_due_after(shard, now_ms) {
-            scan.next_due_ms = Some(scan.next_due_ms.map_or(at, |t| t.min(at)));
-        }
+        scan.next_due_of(inbox, shard, now_ms);
     }
     scan
 }

@@ -369,34 +369,18 @@ fn a_dead_lettered_head_releases_its_group_across_nodes() {
 /// next scan leases it.
 #[test]
 fn a_scan_leases_no_event_it_skips() {
-    use hookwall::ledger::postgres::{schema, Connector, PgLedger, PgOptions};
     use hookwall::ledger::Inbox as _;
     let pg = Postgres::start();
     let mut db = pg.client();
     let now_ms = u64::try_from(sign::now_unix_s()).expect("after 1970") * 1000;
-    schema::migrate(&mut db, now_ms).expect("migrates");
+    hookwall::ledger::postgres::schema::migrate(&mut db, now_ms).expect("migrates");
     let insert = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
         fingerprint, secret_id, received_at_ms, body, state, attempts, due_ms)
         VALUES ('acme', 'stripe-a', $1, $2, 0, '\\x00', 'k1', 1, '{}', 'received', 1, 0)";
     for (id, seq) in [("evt_in_flight", 7_i64), ("evt_other", 8)] {
         assert_eq!(db.execute(insert, &[&id, &seq]).expect("row inserted"), 1);
     }
-    let metrics = std::sync::Arc::new(hookwall::metrics::Metrics {
-        reloads: Default::default(),
-        cores: Vec::new(),
-        ledger: hookwall::metrics::LedgerStats::new(1),
-        dispatch: hookwall::metrics::DispatchStats::new(1),
-    });
-    let opts = PgOptions {
-        connector: Connector::new(&pg.url()).expect("the test URL parses"),
-        pool_size: 2,
-        lease: Duration::from_secs(30),
-        sources: vec![("acme".to_owned(), "stripe-a".to_owned())],
-        notify: std::sync::Arc::new(tokio::sync::Notify::new()),
-        node: "test".to_owned(),
-        retention: None,
-    };
-    let ledger = PgLedger::open(opts, metrics).expect("opens");
+    let ledger = open_pg_ledger(&pg, &["stripe-a"]);
     let lease_of = |db: &mut postgres::Client, seq: i64| {
         let row = db
             .query_one("SELECT due_ms, lease_owner FROM hookwall_events WHERE seq = $1", &[&seq])
@@ -421,12 +405,11 @@ fn a_scan_leases_no_event_it_skips() {
 /// is `dispatch::tests::a_leasing_scan_takes_only_what_each_destination_can_start`).
 #[test]
 fn a_scan_of_some_sources_leases_only_their_rows() {
-    use hookwall::ledger::postgres::{schema, Connector, PgLedger, PgOptions};
     use hookwall::ledger::{DueSources, Inbox as _};
     let pg = Postgres::start();
     let mut db = pg.client();
     let now_ms = u64::try_from(sign::now_unix_s()).expect("after 1970") * 1000;
-    schema::migrate(&mut db, now_ms).expect("migrates");
+    hookwall::ledger::postgres::schema::migrate(&mut db, now_ms).expect("migrates");
     let insert = "INSERT INTO hookwall_events (tenant, source, event_id, seq, source_index,
         fingerprint, secret_id, received_at_ms, body, state, attempts, due_ms)
         VALUES ('acme', $1, $2, $3, 0, '\\x00', 'k1', $3, '{}', 'received', 0, $3)";
@@ -437,25 +420,7 @@ fn a_scan_of_some_sources_leases_only_their_rows() {
         let id = format!("evt_{seq}");
         assert_eq!(db.execute(insert, &[&source, &id, &seq]).expect("row inserted"), 1);
     }
-    let metrics = std::sync::Arc::new(hookwall::metrics::Metrics {
-        reloads: Default::default(),
-        cores: Vec::new(),
-        ledger: hookwall::metrics::LedgerStats::new(2),
-        dispatch: hookwall::metrics::DispatchStats::new(2),
-    });
-    let opts = PgOptions {
-        connector: Connector::new(&pg.url()).expect("the test URL parses"),
-        pool_size: 2,
-        lease: Duration::from_secs(30),
-        sources: vec![
-            ("acme".to_owned(), "paused".to_owned()),
-            ("acme".to_owned(), "live".to_owned()),
-        ],
-        notify: std::sync::Arc::new(tokio::sync::Notify::new()),
-        node: "test".to_owned(),
-        retention: None,
-    };
-    let ledger = PgLedger::open(opts, metrics).expect("opens");
+    let ledger = open_pg_ledger(&pg, &["paused", "live"]);
     assert!(ledger.leases(), "the dispatcher must scan PostgreSQL per destination");
     let leased = |db: &mut postgres::Client| -> Vec<i64> {
         let rows = db
@@ -481,4 +446,26 @@ fn a_scan_of_some_sources_leases_only_their_rows() {
     assert_eq!(leased(&mut db), [3, 4, 5], "the paused destination's rows are not leased");
     let got = ledger.due_of(0, now_ms, 10, &none, DueSources::Only(&[0])).expect("scan");
     assert_eq!(seqs(got), [1, 2]);
+}
+
+/// A `PgLedger` over `pg` (schema migrated) for tenant `acme`'s `sources`, in that order,
+/// with a 30 s lease and node name `test`: for driving its scans directly.
+fn open_pg_ledger(pg: &Postgres, sources: &[&str]) -> hookwall::ledger::postgres::PgLedger {
+    use hookwall::ledger::postgres::{Connector, PgLedger, PgOptions};
+    let metrics = std::sync::Arc::new(hookwall::metrics::Metrics {
+        reloads: Default::default(),
+        cores: Vec::new(),
+        ledger: hookwall::metrics::LedgerStats::new(sources.len()),
+        dispatch: hookwall::metrics::DispatchStats::new(sources.len()),
+    });
+    let opts = PgOptions {
+        connector: Connector::new(&pg.url()).expect("the test URL parses"),
+        pool_size: 2,
+        lease: Duration::from_secs(30),
+        sources: sources.iter().map(|s| ("acme".to_owned(), (*s).to_owned())).collect(),
+        notify: std::sync::Arc::new(tokio::sync::Notify::new()),
+        node: "test".to_owned(),
+        retention: None,
+    };
+    PgLedger::open(opts, metrics).expect("opens")
 }
