@@ -654,13 +654,15 @@ impl Conn {
         challenge: Body<'_>,
     ) {
         let keep_alive = keep_alive && !self.draining;
+        let date = http::http_date_now();
+        let out = &mut self.output;
         match challenge {
-            Body::HeadOk => http::write_head_ok(&mut self.output, keep_alive),
+            Body::HeadOk => http::write_head_ok(out, &date, keep_alive),
             Body::Challenge(content_type, body) => {
-                http::write_challenge(&mut self.output, content_type, body, keep_alive);
+                http::write_challenge(out, &date, content_type, body, keep_alive);
             }
-            Body::Json => http::write_answer(&mut self.output, answer, event_id, keep_alive),
-            Body::JsonHead => http::write_answer_head(&mut self.output, answer, keep_alive),
+            Body::Json => http::write_answer(out, &date, answer, event_id, keep_alive),
+            Body::JsonHead => http::write_answer_head(out, &date, answer, keep_alive),
         }
         ctx.stats.count(source, answer);
         if let (Some(source), Some(read_at)) = (source, read_at) {

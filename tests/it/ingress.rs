@@ -22,6 +22,17 @@ fn expect(r: &Response, status: u16, code: &str, what: &str) {
     assert_eq!(r.answer(), ans(status, code), "{what}: got {r}");
 }
 
+/// RFC 9110 §6.6.1: an answer carries a `Date` in IMF-fixdate form, within a few seconds of now.
+#[track_caller]
+fn assert_dated(r: &Response, what: &str) {
+    let date = r.header("date").unwrap_or_else(|| panic!("{what}: no Date header: {r}"));
+    let at = httpdate::parse_http_date(date)
+        .unwrap_or_else(|e| panic!("{what}: Date {date:?} is not an HTTP date: {e}"));
+    let at = at.duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs();
+    let now = u64::try_from(sign::now_unix_s()).expect("after 1970");
+    assert!(now.abs_diff(at) <= 5, "{what}: Date {date:?} is not now ({now})");
+}
+
 /// Unix seconds of an RFC 3339 timestamp (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`).
 pub fn rfc3339_unix_s(text: &str) -> Option<i64> {
     let b = text.as_bytes();
@@ -125,6 +136,7 @@ fn accepted_forwarded_then_duplicate(io: Io, source: &Source) {
 
     let r = f.hw.deliver_at(source, &id, &body, t);
     expect(&r, 200, "accepted", "first copy");
+    assert_dated(&r, "accepted");
     assert_eq!(r.id().as_deref(), Some(id.as_str()), "the answer names the event id");
     let fwd = f.sink.wait_for_key(&source.key(&id), 1, FORWARD_TIMEOUT);
     assert_forward(&fwd[0], source, &id, &body, 1, "k1");
@@ -132,6 +144,7 @@ fn accepted_forwarded_then_duplicate(io: Io, source: &Source) {
     // The provider's retry: same event, new signature timestamp (R7: the id stays the same).
     let r = f.hw.deliver_at(source, &id, &body, t + 5);
     expect(&r, 200, "duplicate", "retry of an admitted event");
+    assert_dated(&r, "duplicate");
     assert_eq!(r.id().as_deref(), Some(id.as_str()), "the duplicate answer names the event id");
     let r = f.hw.deliver_at(source, &id, &body, t + 6);
     expect(&r, 200, "duplicate", "second retry");
@@ -214,7 +227,9 @@ on_both_io_and_postgres! {
         let h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, now, &body);
         let bad = tamper(&body);
         tampered_bodies.push(bad.clone());
-        expect(&f.hw.post(s.id, &h, &bad), 401, "signature_invalid", "stripe: tampered body");
+        let r = f.hw.post(s.id, &h, &bad);
+        expect(&r, 401, "signature_invalid", "stripe: tampered body");
+        assert_dated(&r, "a 401");
         let wrong = sign::headers(Provider::Stripe, sign::WRONG_SECRET, &id, now, &body);
         expect(&f.hw.post(s.id, &wrong, &body), 401, "signature_invalid", "stripe: wrong secret");
         let mut missing = h.clone();
