@@ -277,6 +277,9 @@ impl Fields {
         } else if name.eq_ignore_ascii_case("expect") {
             self.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("host") {
+            if !is_host(value) {
+                return Err(FrameError::BadRequest);
+            }
             self.hosts += 1;
         } else if name.eq_ignore_ascii_case("content-encoding") {
             self.content_encoded |= super::is_content_encoded(value);
@@ -297,6 +300,69 @@ impl Fields {
         }
         Ok(())
     }
+}
+
+/// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2-3.2.3): a bracketed IP
+/// literal (with an RFC 6874 zone, `%25eth0`) or a reg-name (unreserved, percent-encoded and sub-delims characters; an IPv4
+/// address is one too), then optional digits after a colon. Empty is allowed (an empty
+/// authority, RFC 9112 §3.2); anything else — spaces, `/`, `@`, controls — is an invalid
+/// value, answered 400 (RFC 9112 §3.2 requires it).
+fn is_host(value: &[u8]) -> bool {
+    let (host, port) = if value.first() == Some(&b'[') {
+        let Some(end) = value.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &value[1..end];
+        let ok = !literal.is_empty()
+            && literal
+                .iter()
+                .all(|&b| matches!(b, b':' | b'%') || is_unreserved(b) || is_sub_delim(b));
+        if !ok {
+            return false;
+        }
+        match &value[end + 1..] {
+            [] => return true,
+            [b':', port @ ..] => (&[][..], port),
+            _ => return false,
+        }
+    } else {
+        match value.iter().rposition(|&b| b == b':') {
+            Some(colon) => (&value[..colon], &value[colon + 1..]),
+            None => (value, &[][..]),
+        }
+    };
+    is_reg_name(host) && port.iter().all(u8::is_ascii_digit)
+}
+
+/// `reg-name = *( unreserved / pct-encoded / sub-delims )` (RFC 3986 §3.2.2).
+fn is_reg_name(name: &[u8]) -> bool {
+    let mut i = 0;
+    while i < name.len() {
+        let b = name[i];
+        if b == b'%' {
+            let hex = name.get(i + 1..i + 3);
+            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                return false;
+            }
+            i += 3;
+            continue;
+        }
+        if !is_unreserved(b) && !is_sub_delim(b) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 3986 §2.3).
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// `sub-delims = "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "="` (RFC 3986 §2.2).
+fn is_sub_delim(b: u8) -> bool {
+    matches!(b, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
 }
 
 /// `Content-Length = 1*DIGIT` (RFC 9110 §8.6); a list of identical values counts as one.
@@ -708,6 +774,22 @@ left 0"#,
             ("1.1", "Host: a\r\nhost: b\r\n", None),
             ("1.1", "Host: a\r\nX: y\r\nHost: a\r\n", None),
             ("1.0", "Host: a\r\nHost: b\r\n", None),
+            // RFC 9112 §3.2: an invalid Host value is a 400, like a missing one.
+            ("1.1", "Host: 127.0.0.1:9090\r\n", Some(ok("1.1", "host=127.0.0.1:9090 "))),
+            ("1.1", "Host: [::1]:9090\r\n", Some(ok("1.1", "host=[::1]:9090 "))),
+            ("1.1", "Host: [fe80::1%25eth0]\r\n", Some(ok("1.1", "host=[fe80::1%25eth0] "))),
+            ("1.1", "Host: ex%41mple.com:\r\n", Some(ok("1.1", "host=ex%41mple.com: "))),
+            ("1.1", "Host: a b\r\n", None),
+            ("1.1", "Host: h/x\r\n", None),
+            ("1.1", "Host: user@h\r\n", None),
+            ("1.1", "Host: h:80x\r\n", None),
+            ("1.1", "Host: h:8:80\r\n", None),
+            ("1.1", "Host: [::1\r\n", None),
+            ("1.1", "Host: []\r\n", None),
+            ("1.1", "Host: [::1]x\r\n", None),
+            ("1.1", "Host: h%zz\r\n", None),
+            ("1.1", "Host: h\"\r\n", None),
+            ("1.0", "Host: a b\r\n", None),
         ];
         for (version, headers, expect) in cases {
             let input = format!("POST / HTTP/{version}\r\n{headers}Content-Length: 2\r\n\r\nhi");

@@ -664,3 +664,30 @@ on_both_io_and_postgres! {
         }
     }
 }
+
+on_both_io! {
+    /// RFC 9112 §3.2: a `Host` with an invalid value (a space, a path, userinfo) is answered
+    /// 400 `bad_request` and the connection closed, with nothing admitted or forwarded; the
+    /// same signed delivery with a valid `Host` is then accepted.
+    fn an_invalid_host_is_a_400_and_admits_nothing(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        let s = stripe_a();
+        let id = sign::unique_id("evt_host");
+        let body = sign::body(Provider::Stripe, &id, "bad host");
+        let h = sign::headers(Provider::Stripe, sign::STRIPE_SECRET, &id, sign::now_unix_s(), &body);
+        for host in ["a b", "h/x", "user@h", "h:80x"] {
+            let valid = client::request("POST", "/webhooks/stripe-a", &h, &body);
+            let text = String::from_utf8(valid).expect("an ASCII request");
+            let bad = text.replacen("Host: 127.0.0.1", &format!("Host: {host}"), 1);
+            let mut conn = Conn::connect(f.hw.ingress);
+            conn.send(bad.as_bytes());
+            let r = conn.read_response();
+            expect(&r, 400, "bad_request", &format!("Host {host:?}"));
+            assert_eq!(r.header("connection"), Some("close"), "Host {host:?}: closed after");
+        }
+        expect(&f.hw.deliver(&s, &id, &body), 200, "accepted", "the same delivery, valid Host");
+        f.sink.wait_for_key(&s.key(&id), 1, FORWARD_TIMEOUT);
+        f.flush_with_marker();
+        assert_eq!(f.sink.for_key(&s.key(&id)).len(), 1, "forwarded once, for the valid copy");
+    }
+}
