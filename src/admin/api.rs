@@ -180,21 +180,30 @@ pub struct BodyRefused {
 /// `null` or a string (trimmed; blank means none) of at most [`REASON_BYTES_MAX`] bytes.
 ///
 /// # Errors
-/// `bad_body` for anything else (not JSON, not an object, a non-string reason, too long);
+/// `bad_body` for anything else (not JSON, not an object, a field other than `reason`, `reason`
+/// twice, a non-string reason, too long);
 /// `reason_required` when `required` and there is no reason.
 pub fn parse_reason(body: &[u8], required: bool) -> Result<Option<String>, BodyRefused> {
     let refuse = |code: &'static str, message: String| BodyRefused { code, message };
     let reason = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            refuse("bad_body", format!("the body must be JSON {{\"reason\": \"...\"}}: {e}"))
-        })?;
-        if !value.is_object() {
+        // Only `reason`, once: a misspelt or extra field (`"force": true`) or a second
+        // `reason` is refused rather than silently ignored, so the operator learns the action
+        // did not take what they wrote.
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct ActionBody {
+            reason: Option<Value>,
+        }
+        if body.trim_ascii_start().first() != Some(&b'{') {
             let message = "the body must be a JSON object {\"reason\": \"...\"}";
             return Err(refuse("bad_body", message.to_owned()));
         }
-        match value.get("reason") {
+        let parsed: ActionBody = serde_json::from_slice(body).map_err(|e| {
+            refuse("bad_body", format!("the body must be JSON {{\"reason\": \"...\"}}: {e}"))
+        })?;
+        match parsed.reason {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => Some(text.trim().to_owned()),
             Some(_) => return Err(refuse("bad_body", "reason must be a string".to_owned())),

@@ -256,6 +256,16 @@ fn drop_needs_a_reason_and_is_audited() {
     assert_eq!(not_json.answer(), (400, "bad_body".to_owned()), "{not_json}");
     let not_object = admin(&f, "POST", &path, Some(TOKEN), "[1]");
     assert_eq!(not_object.answer(), (400, "bad_body".to_owned()), "{not_object}");
+    let a_list = admin(&f, "POST", &path, Some(TOKEN), r#"["test traffic"]"#);
+    assert_eq!(a_list.answer(), (400, "bad_body".to_owned()), "{a_list}");
+    // A field the action does not take, or `reason` twice, is refused, not ignored.
+    let extra = admin(&f, "POST", &path, Some(TOKEN), r#"{"reason":"x","force":true}"#);
+    assert_eq!(extra.answer(), (400, "bad_body".to_owned()), "{extra}");
+    assert!(extra.json()["message"].as_str().is_some_and(|m| m.contains("force")), "{extra}");
+    let twice = admin(&f, "POST", &path, Some(TOKEN), r#"{"reason":"x","reason":"y"}"#);
+    assert_eq!(twice.answer(), (400, "bad_body".to_owned()), "{twice}");
+    let misspelt = admin(&f, "POST", &path, Some(TOKEN), r#"{"reasn":"spam"}"#);
+    assert_eq!(misspelt.answer(), (400, "bad_body".to_owned()), "{misspelt}");
     let dropped = admin(&f, "POST", &path, Some(TOKEN), r#"{"reason":"test traffic"}"#);
     assert_eq!(dropped.answer(), (200, "dropped".to_owned()), "{dropped}");
     assert_eq!(dropped.json()["state_before"], "failed");
