@@ -67,7 +67,23 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
                 n + 1
             ));
         };
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().as_bytes().to_vec()));
+        let name = name.trim();
+        // RFC 9110 §5.1, §5.5: a field name is a token; a value has no CR, LF or NUL. Neither
+        // is echoed (either half of a mistyped line may be a credential).
+        if name.is_empty() || !name.bytes().all(crate::http::is_tchar) {
+            return Verdict::Usage(format!(
+                "--header number {}: the name before ':' must be a header name (letters, digits, \
+                 and !#$%&'*+-.^_`|~; no spaces; the line is not shown)",
+                n + 1
+            ));
+        }
+        if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Verdict::Usage(format!(
+                "--header number {}: the value holds a line break or NUL (the line is not shown)",
+                n + 1
+            ));
+        }
+        headers.push((name.to_ascii_lowercase(), value.trim().as_bytes().to_vec()));
     }
     let source = SourceConfig {
         id: "offline".to_owned(),

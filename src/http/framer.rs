@@ -355,6 +355,11 @@ fn is_reg_name(name: &[u8]) -> bool {
     true
 }
 
+/// `tchar` (RFC 9110 §5.6.2): the characters of a token, such as a field name.
+pub fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// `unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 3986 §2.3).
 fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')

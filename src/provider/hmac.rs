@@ -295,10 +295,9 @@ fn one_of(
 
 /// Why `name` is not a usable header name (empty, or not an RFC 9110 token).
 fn header_name_problem(name: &str) -> Option<String> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() {
         Some("is empty".to_owned())
-    } else if !name.chars().all(token) {
+    } else if !name.bytes().all(crate::http::is_tchar) {
         Some(format!("{name:?} is not a valid header name"))
     } else {
         None

@@ -44,6 +44,14 @@ fn verify_exit_codes_follow_spec() {
     );
     check(&["--provider", "github", "--secret", secret], body, 1, "signature_missing");
     check(&["--provider", "github", "--secret", secret, "--header", "bad"], body, 2, "--header");
+    // Not a header name, or a value with a line break: bad usage, the line not echoed.
+    for line in [": s3cr3t", "Bad Name: s3cr3t", "X\u{1}: s3cr3t", "X: s3\ncr3t", "X: s3\rcr3t"] {
+        let out = verify(&["--provider", "github", "--secret", secret, "--header", line], body);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{line:?}: {err}");
+        assert!(err.contains("--header number 1"), "{line:?}: {err}");
+        assert!(!err.contains("cr3t"), "{line:?} echoed: {err}");
+    }
     check(&["--provider", "nope", "--secret", secret], body, 2, "unsupported provider");
     check(&["--secret", secret], body, 2, "--provider");
     // Stripe: fresh at its own time, stale 301 s later.
