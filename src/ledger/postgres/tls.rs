@@ -106,7 +106,8 @@ impl Target {
     /// # Errors
     /// A message that never contains the URL (it may hold a password): an unknown `sslmode`,
     /// `verify-ca` / `verify-full` without `sslrootcert`, `sslrootcert=system`, a parameter
-    /// given twice, or the driver's own parse error (which names the option, not its value).
+    /// given twice, a port 0, or the driver's own parse error (which names the option, not
+    /// its value).
     pub fn parse(url: &str) -> Result<Target, String> {
         let (rest, params) = take_tls_params(url)?;
         let mut mode = SslMode::Prefer;
@@ -156,6 +157,11 @@ impl Target {
                 None => NOT_A_CONNECTION_STRING.to_owned(),
             }
         })?;
+        if config.get_ports().contains(&0) {
+            return Err("port 0 cannot be connected to; give the port PostgreSQL listens on \
+                        (5432 by default)"
+                .to_owned());
+        }
         config.ssl_mode(match mode {
             SslMode::Disable => postgres::config::SslMode::Disable,
             SslMode::Prefer => postgres::config::SslMode::Prefer,
@@ -486,6 +492,9 @@ mod tests {
             ("host=db password=pw1 sslmode=require sslmode=disable", "sslmode is given twice"),
             ("host=db password='pw1", "without its closing quote"),
             ("postgres://hw:pw1@db/h?sslcert=x", "unknown option `sslcert`"),
+            ("postgres://hw:pw1@db:0/h", "port 0 cannot be connected to"),
+            ("host=db port=0 password=pw1", "port 0 cannot be connected to"),
+            ("host=a,b port=5432,0 password=pw1", "port 0 cannot be connected to"),
         ] {
             let e = Target::parse(url).unwrap_err();
             assert!(e.contains(expected), "{url}: {e}");
