@@ -165,10 +165,12 @@ fn route(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes
     if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
         return json(StatusCode::NOT_FOUND, r#"{"status":"not_found"}"#.to_owned());
     }
-    if method != Method::GET {
+    // HEAD answers as GET (RFC 9110 §9.3.2); hyper sends its head without the body.
+    if method != Method::GET && method != Method::HEAD {
         let mut response =
             json(StatusCode::METHOD_NOT_ALLOWED, r#"{"status":"method_not_allowed"}"#.to_owned());
-        response.headers_mut().insert(hyper::header::ALLOW, "GET".parse().expect("static header"));
+        let allow = "GET, HEAD".parse().expect("static header");
+        response.headers_mut().insert(hyper::header::ALLOW, allow);
         return response;
     }
     match path {

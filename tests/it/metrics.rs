@@ -4,7 +4,20 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::client;
 use crate::harness::{stripe_a, Fixture, Hookwall, Io, FORWARD_TIMEOUT};
+
+/// Sends `HEAD path` with `Connection: close` and returns everything answered, as text.
+fn head_request(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connecting to the admin listener");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("a read timeout");
+    let request = format!("HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("writing HEAD");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reading the answer to its end");
+    answer
+}
 use crate::sign::{self, Provider};
 use crate::sink::Script;
 
@@ -118,6 +131,16 @@ fn metrics_count_traffic_and_health_endpoints_answer() {
     );
     assert_eq!(f.hw.admin_get("/healthz").status, 200, "/healthz");
     assert_eq!(f.hw.admin_get("/readyz").status, 200, "/readyz");
+    // RFC 9110 §9.3.2: HEAD answers as GET would, without the body (uptime checkers use it).
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let head = head_request(f.hw.admin, path);
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "HEAD {path}: {head}");
+        let (_, body) = head.split_once("\r\n\r\n").expect("a whole head");
+        assert_eq!(body, "", "HEAD {path} has no body: {head}");
+    }
+    let post = client::send_one(f.hw.admin, "POST", "/healthz", &[], b"");
+    assert_eq!(post.status, 405, "POST /healthz: {post}");
+    assert_eq!(post.header("allow"), Some("GET, HEAD"), "POST /healthz: {post}");
     let events = sample(
         &text,
         "hookwall_ingress_events_total",
