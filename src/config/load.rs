@@ -784,10 +784,10 @@ impl Check<'_> {
         let admin_listen =
             self.socket_addr("server.admin_listen", raw.admin_listen.as_deref(), "127.0.0.1:9090");
         // Same port on the same or an overlapping address (0.0.0.0 covers every address) would
-        // fail at bind; port 0 picks a free port for each, so it never clashes.
-        let overlapping = listen.ip() == admin_listen.ip()
-            || listen.ip().is_unspecified()
-            || admin_listen.ip().is_unspecified();
+        // fail at bind; port 0 picks a free port for each, so it never clashes. An IPv4-mapped
+        // IPv6 address (`[::ffff:127.0.0.1]`) binds the IPv4 address it maps.
+        let (a, b) = (listen.ip().to_canonical(), admin_listen.ip().to_canonical());
+        let overlapping = a == b || a.is_unspecified() || b.is_unspecified();
         if listen.port() != 0 && listen.port() == admin_listen.port() && overlapping {
             self.error(
                 "server.admin_listen",
@@ -2002,6 +2002,19 @@ mod tests {
         assert!(with("127.0.0.1:0", "127.0.0.1:0").is_ok(), "port 0 picks two free ports");
         assert!(with("127.0.0.1:18081", "127.0.0.2:18081").is_ok(), "different addresses");
         assert!(with("0.0.0.0:18081", "127.0.0.1:18082").is_ok(), "different ports");
+        for (listen, admin) in [
+            ("[::ffff:127.0.0.1]:18081", "127.0.0.1:18081"),
+            ("127.0.0.1:18081", "[::ffff:127.0.0.1]:18081"),
+            ("[::ffff:0.0.0.0]:18081", "127.0.0.2:18081"),
+        ] {
+            let clash = with(listen, admin);
+            assert!(clash.is_err_and(|e| e.contains("clashes")), "{listen} and {admin}");
+        }
+        assert!(with("[::ffff:127.0.0.1]:18081", "127.0.0.2:18081").is_ok(), "mapped, other");
+        // The refused pairs do clash at bind.
+        let first = std::net::TcpListener::bind("[::ffff:127.0.0.1]:0").expect("a mapped bind");
+        let port = first.local_addr().expect("its address").port();
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err(), "same socket");
     }
 
     #[test]
