@@ -28,6 +28,15 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The validity period of certificate `der` (RFC 5280 §4.1.2.5): `(not_before, not_after)` in
+/// Unix seconds, or `None` when it does not decode as an X.509 certificate.
+pub fn validity(der: &CertificateDer<'_>) -> Option<(u64, u64)> {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(der.as_ref()).ok()?;
+    let v = cert.tbs_certificate.validity;
+    Some((v.not_before.to_unix_duration().as_secs(), v.not_after.to_unix_duration().as_secs()))
+}
+
 /// Reads a PEM certificate chain (leaf first) and its PEM private key (PKCS#8, PKCS#1 or
 /// SEC1) and checks that the key belongs to the leaf certificate.
 ///

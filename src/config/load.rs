@@ -683,6 +683,10 @@ fn timestamp_unix_s(value: &toml::Value) -> Result<i64, String> {
     i64::try_from(seconds).map_err(|_| expect())
 }
 
+/// A serving certificate that expires within this is warned about (`check-config`, start,
+/// reload): two weeks to renew it.
+const CERT_EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86_400);
+
 impl Check<'_> {
     fn error(&mut self, field: &str, message: impl Into<String>) {
         let file = self.file.to_path_buf();
@@ -849,11 +853,46 @@ impl Check<'_> {
             return None;
         }
         match crate::tls::load_certified_key(&cert, &key) {
-            Ok(certified) => Some(TlsConfig { cert, key, certified }),
+            Ok(certified) => {
+                if let Some(leaf) = certified.cert.first() {
+                    self.certificate_validity_warnings(leaf);
+                }
+                Some(TlsConfig { cert, key, certified })
+            }
             Err(problem) => {
                 self.error("server.tls", problem);
                 None
             }
+        }
+    }
+
+    /// Warns when the serving certificate is expired, not yet valid, or expires within
+    /// [`CERT_EXPIRY_WARNING`]: TLS clients refuse such a certificate (RFC 5280 §6.1.3 (a)(2)), so
+    /// every provider's delivery would fail its handshake while hookwall looks healthy.
+    fn certificate_validity_warnings(&mut self, leaf: &rustls::pki_types::CertificateDer<'_>) {
+        let Some((not_before, not_after)) = crate::tls::validity(leaf) else { return };
+        let now = u64::try_from(self.now_unix_s).unwrap_or(0);
+        let at = |s: u64| crate::clock::rfc3339_ms(s.saturating_mul(1000));
+        let field = "server.tls.cert";
+        if now > not_after {
+            let message = format!(
+                "the certificate expired at {}; TLS clients (the providers) refuse it: renew it and reload",
+                at(not_after)
+            );
+            self.warn(field, &message);
+        } else if now < not_before {
+            let message = format!(
+                "the certificate is not valid before {}; TLS clients refuse it until then (or this machine's clock is wrong)",
+                at(not_before)
+            );
+            self.warn(field, &message);
+        } else if not_after - now < CERT_EXPIRY_WARNING.as_secs() {
+            let days = (not_after - now) / 86_400;
+            let message = format!(
+                "the certificate expires at {} (in {days} days); renew it and reload before then",
+                at(not_after)
+            );
+            self.warn(field, &message);
         }
     }
 

@@ -360,3 +360,69 @@ fn check_config_names_tls_problems() {
         assert!(!stderr.contains("PRIVATE KEY-----"), "{case}: no key material; stderr:\n{stderr}");
     }
 }
+
+/// Writes `name.crt`/`name.key` into `dir`: a self-signed certificate valid from `not_before`
+/// to `not_after` (Unix seconds).
+fn self_signed_between(dir: &Path, name: &str, not_before: i64, not_after: i64) {
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+    let at = |unix: i64| {
+        let secs = u64::try_from(unix).expect("after 1970");
+        rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(secs)
+    };
+    params.not_before = at(not_before);
+    params.not_after = at(not_after);
+    let cert = params.self_signed(&key).expect("a self-signed certificate");
+    std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).expect("cert");
+    std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).expect("key");
+}
+
+/// RFC 5280 §4.1.2.5: `check-config` warns (exit 0: it serves) about a certificate that has
+/// expired, is not valid yet, or expires within two weeks — TLS clients refuse the first two,
+/// so every delivery would fail its handshake; a certificate valid for a year draws no word.
+#[test]
+fn check_config_warns_about_a_certificate_out_of_its_validity() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let now = sign::now_unix_s();
+    let day = 86_400;
+    let cases = [
+        ("expired", now - 400 * day, now - day, Some("the certificate expired at")),
+        ("not yet valid", now + 10 * day, now + 400 * day, Some("is not valid before")),
+        ("expiring", now - day, now + 3 * day, Some("renew it and reload before then")),
+        ("valid for a year", now - day, now + 365 * day, None),
+    ];
+    for (case, not_before, not_after, warning) in cases {
+        self_signed_between(dir.path(), "v", not_before, not_after);
+        let p = |name: &str| dir.path().join(name).display().to_string();
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:1\"\n\
+             [server.tls]\ncert = {:?}\nkey = {:?}\n\
+             [ledger]\npath = \"./ledger\"\n\n[[source]]\nid = \"s\"\ntenant = \"t\"\n\
+             provider = \"stripe\"\nsecrets = [{{ id = \"k\", value = \"whsec_x\" }}]\n\
+             destination = \"d\"\n\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
+            p("v.crt"),
+            p("v.key")
+        );
+        let path = dir.path().join("tls.toml");
+        std::fs::write(&path, text).expect("config");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
+            .args(["check-config", "-c"])
+            .arg(&path)
+            .env("HOOKWALL_LOG", "warn")
+            .output()
+            .expect("running check-config");
+        let both = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{case}: exit code:\n{both}");
+        match warning {
+            Some(warning) => {
+                assert!(both.contains("server.tls.cert"), "{case}: names the field:\n{both}");
+                assert!(both.contains(warning), "{case}: says {warning:?}:\n{both}");
+            }
+            None => assert!(!both.contains("server.tls.cert"), "{case}: no warning:\n{both}"),
+        }
+    }
+}
