@@ -192,6 +192,14 @@ type TargetParts = (String, (String, u16), String, String);
 
 fn parse_target(text: &str) -> Result<TargetParts, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("--target {text:?}: {e}"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        // Not echoed: the password is the point of the mistake.
+        return Err("--target must not carry credentials (user:password@host): loadgen sends                     none from the URL; a Postmark source's Basic credentials go in --secret                     user:password"
+            .to_owned());
+    }
+    if url.port() == Some(0) {
+        return Err(format!("--target {text:?}: port 0 cannot be connected to"));
+    }
     if url.scheme() != "http" {
         return Err(format!(
             "--target {text:?}: scheme {:?} is not supported (plain http:// only)",
@@ -260,14 +268,25 @@ pub fn main(args: &Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    // Created before the run, so a path that cannot be written is bad usage found at once,
-    // not after the whole load was sent.
-    let out = match args.out.as_deref().map(std::fs::File::create).transpose() {
+    // Opened before the run, so a path that cannot be written is bad usage found at once,
+    // not after the whole load was sent; but not truncated until the run has finished, so a
+    // run that fails leaves an earlier run's distribution as it was.
+    let existed = args.out.as_deref().is_some_and(std::path::Path::exists);
+    let open = |path: &std::path::Path| {
+        std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path)
+    };
+    let out = match args.out.as_deref().map(open).transpose() {
         Ok(out) => out,
         Err(e) => {
             let path = args.out.as_deref().unwrap_or(std::path::Path::new("")).display();
             eprintln!("hookwall loadgen: cannot write --out {path}: {e}");
             return ExitCode::from(2);
+        }
+    };
+    // A run that fails leaves no empty file it created behind either.
+    let discard_out = || {
+        if let (Some(path), false) = (args.out.as_deref(), existed) {
+            let _ = std::fs::remove_file(path);
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -278,6 +297,7 @@ pub fn main(args: &Args) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("hookwall loadgen: cannot start the runtime: {e}");
+            discard_out();
             return ExitCode::from(1);
         }
     };
@@ -285,6 +305,7 @@ pub fn main(args: &Args) -> ExitCode {
         Ok((shape, tally)) => finish(args, out, &shape, &tally),
         Err(why) => {
             eprintln!("hookwall loadgen: {why}");
+            discard_out();
             ExitCode::from(1)
         }
     }
@@ -298,7 +319,9 @@ fn finish(args: &Args, out: Option<std::fs::File>, shape: &Shape, tally: &Tally)
     }
     if let (Some(mut file), Some(path)) = (out, &args.out) {
         let hgrm = report::hgrm(&tally.corrected_us);
-        if let Err(e) = std::io::Write::write_all(&mut file, hgrm.as_bytes()) {
+        let written =
+            file.set_len(0).and_then(|()| std::io::Write::write_all(&mut file, hgrm.as_bytes()));
+        if let Err(e) = written {
             eprintln!("hookwall loadgen: cannot write --out {}: {e}", path.display());
             return ExitCode::from(1);
         }
@@ -732,5 +755,18 @@ mod tests {
             (authority, host.as_str(), path.as_str()),
             (("::1".to_owned(), 80), "[::1]", "/")
         );
+    }
+
+    /// A target with credentials is refused without echoing them (a review found them ignored
+    /// and the password printed in the report); port 0 is refused as bad usage.
+    #[test]
+    fn a_target_with_credentials_or_port_0_is_refused() {
+        for url in ["http://admin:hunter2@127.0.0.1:8080/x", "http://hunter2@127.0.0.1/x"] {
+            let e = parse_target(url).expect_err("credentials are refused");
+            assert!(e.contains("must not carry credentials"), "{url}: {e}");
+            assert!(!e.contains("hunter2"), "{url}: the credential is echoed: {e}");
+        }
+        let e = parse_target("http://127.0.0.1:0/x").expect_err("port 0 is refused");
+        assert!(e.contains("port 0"), "{e}");
     }
 }

@@ -177,6 +177,19 @@ fn loadgen_against_a_closed_port_exits_1() {
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("cannot connect to 127.0.0.1:{port}")), "{stderr}");
     assert!(stderr.contains("refused"), "{stderr}");
+
+    // A failed run leaves an earlier --out file as it was, and creates none.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kept = dir.path().join("kept.hgrm");
+    std::fs::write(&kept, "an earlier run\n").expect("an earlier distribution");
+    let fresh = dir.path().join("fresh.hgrm");
+    for out in [&kept, &fresh] {
+        let o = loadgen_stripe(&url, &["--out", &out.display().to_string()]);
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let text = std::fs::read_to_string(&kept).expect("the earlier file is still there");
+    assert_eq!(text, "an earlier run\n", "a failed run does not truncate --out");
+    assert!(!fresh.exists(), "a failed run leaves no empty --out file");
 }
 
 /// Open loop against a target that accepts and never answers: every request intended during
