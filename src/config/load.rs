@@ -340,12 +340,22 @@ impl Config {
             source.id.clone(),
             source.tenant.clone(),
             source.provider.name().to_owned(),
-            human(source.tolerance),
-            human(source.future_skew),
+            window(source, source.tolerance),
+            window(source, source.future_skew),
             secrets.join(","),
             destination.to_owned(),
             human(source.ack_deadline),
         ]
+    }
+}
+
+/// A source's `tolerance` or `future_skew` for the table: `-` where its provider signs no
+/// timestamp (nothing is checked against it).
+fn window(source: &SourceConfig, d: Duration) -> String {
+    if source.provider != Provider::Hmac && !source.provider.signs_timestamp() {
+        "-".to_owned()
+    } else {
+        human(d)
     }
 }
 
@@ -803,6 +813,21 @@ impl Check<'_> {
             self.int("server.header_bytes_max", raw.header_bytes_max, 16_384, HEADER_BYTES);
         let read_timeout = raw.read_timeout.as_deref();
         let read_timeout = self.duration_positive("server.read_timeout", read_timeout, secs(10));
+        // A request's head and body must each arrive within it (SPEC §2). Allowed either way,
+        // but under a second real senders over the internet get 408 for ordinary latency (a
+        // unit typo, "10ms" for "10s"?), and over an hour a slow client holds its connection
+        // and buffer that long (slowloris protection, receiver checklist).
+        if read_timeout < READ_TIMEOUT_SANE.start {
+            self.warn(
+                "server.read_timeout",
+                "is under 1s: senders across the internet will get 408 for ordinary latency                  (a unit typo?)",
+            );
+        } else if read_timeout > READ_TIMEOUT_SANE.end {
+            self.warn(
+                "server.read_timeout",
+                "is over 1h: a slow or stalled client keeps its connection and buffer that long",
+            );
+        }
         let trusted_proxies = raw.trusted_proxies.clone().unwrap_or_default();
         for (n, cidr) in trusted_proxies.iter().enumerate() {
             if let Some(problem) = cidr_problem(cidr) {
@@ -947,6 +972,12 @@ impl Check<'_> {
         };
         let path = PathBuf::from(path);
         let backend = self.ledger_backend(raw);
+        if backend == LedgerBackend::RocksDb && !path.as_os_str().is_empty() {
+            if let Some(problem) = crate::ledger::path_problem(&path) {
+                let shown = shown_path(&path.to_string_lossy());
+                self.error("ledger.path", format!("{shown}: {problem}"));
+            }
+        }
         LedgerConfig { path, sync, shards, dedupe_retention, payload_retention, backend }
     }
 
@@ -1251,6 +1282,20 @@ impl Check<'_> {
         }
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
+        if let Some(p) = provider.filter(|&p| p != Provider::Hmac && !p.signs_timestamp()) {
+            // Nothing to be fresh against (R7): a set window only suggests replay protection
+            // the source does not have; a replayed delivery is a duplicate by its event id.
+            for (name, set) in [("tolerance", &raw.tolerance), ("future_skew", &raw.future_skew)] {
+                if set.is_some() {
+                    let message = format!(
+                        "{} signs no timestamp, so there is no replay window to set; ignored \
+                         (a replayed delivery is answered duplicate by its event id, R12)",
+                        p.name()
+                    );
+                    self.warn(&field(name), &message);
+                }
+            }
+        }
         let event_types = self.event_types(&field("event_types"), raw.event_types.as_ref());
         let scheme = self.scheme_options(label, provider, raw);
         let secrets = self.secrets(label, provider, &scheme, raw.secrets.as_deref());
@@ -1613,6 +1658,10 @@ impl Check<'_> {
 fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
+
+/// `server.read_timeout` taken without a warning: 1 s to 1 h.
+const READ_TIMEOUT_SANE: std::ops::Range<Duration> =
+    Duration::from_secs(1)..Duration::from_secs(3600);
 
 /// Shortest `ack_deadline` taken without a warning: 100 ms.
 const ACK_DEADLINE_SANE_MIN: Duration = Duration::from_millis(100);
@@ -2076,7 +2125,12 @@ mod tests {
     /// day is not warned about.
     #[test]
     fn a_tolerance_over_a_day_is_warned_about() {
-        let with = |t: &str| minimal_with("", &format!("tolerance = \"{t}\""));
+        // Standard Webhooks signs a timestamp (GitHub, MINIMAL's provider, does not).
+        let with = |t: &str| {
+            minimal_with("", &format!("tolerance = \"{t}\""))
+                .replace("provider = \"github\"", "provider = \"standard\"")
+                .replace("GH_SECRET", "STANDARD_SECRET")
+        };
         check(&with("1d"), Expect::Ok(&[]));
         check(
             &with("100y"),
@@ -2280,8 +2334,6 @@ mod tests {
         assert!(!format!("{config:?}").contains("MfKQ9r8"), "secret in Debug output");
     }
 
-    /// A Stripe secret without `whsec_` is most likely an API key pasted by mistake: warned
-    /// about (never printed), and a `whsec_` secret is not.
     /// An `ack_deadline` under 100 ms sheds nearly every delivery: warned about (a bad-input
     /// review found "1ns" taken silently, black-holing the source with 503s).
     #[test]
@@ -2291,6 +2343,39 @@ mod tests {
         check(&minimal_with("", "ack_deadline = \"100ms\""), Expect::Ok(&[]));
     }
 
+    /// `tolerance` / `future_skew` on a provider that signs no timestamp (GitHub) is warned
+    /// about as ignored (a review found it taken silently, suggesting a replay window); on one
+    /// that does (Standard Webhooks), it is not.
+    #[test]
+    fn a_window_for_a_provider_without_timestamps_is_warned_about() {
+        let github = minimal_with("", "tolerance = \"1m\"\nfuture_skew = \"10s\"");
+        check(
+            &github,
+            Expect::Ok(&[
+                "source[s].tolerance: github signs no timestamp",
+                "source[s].future_skew: github signs no timestamp",
+            ]),
+        );
+        let standard = minimal_with("", "tolerance = \"1m\"")
+            .replace("provider = \"github\"", "provider = \"standard\"")
+            .replace("GH_SECRET", "STANDARD_SECRET");
+        check(&standard, Expect::Ok(&[]));
+    }
+
+    /// A `read_timeout` under 1 s answers ordinary internet latency with 408, over 1 h lets a
+    /// stalled client hold its connection: both warned about (a review found "1ns" and "100y"
+    /// taken silently); 1 s and 1 h are not.
+    #[test]
+    fn a_read_timeout_out_of_range_is_warned_about() {
+        let with = |t: &str| minimal_with(&format!("[server]\nread_timeout = \"{t}\""), "");
+        check(&with("1ns"), Expect::Ok(&["server.read_timeout: is under 1s"]));
+        check(&with("100y"), Expect::Ok(&["server.read_timeout: is over 1h"]));
+        check(&with("1s"), Expect::Ok(&[]));
+        check(&with("1h"), Expect::Ok(&[]));
+    }
+
+    /// A Stripe secret without `whsec_` is most likely an API key pasted by mistake: warned
+    /// about (never printed), and a `whsec_` secret is not.
     #[test]
     fn a_stripe_secret_without_whsec_is_warned_about() {
         let stripe = |value: &str| {

@@ -434,6 +434,15 @@ fn check_ledger_directory(path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Why `path` cannot be a RocksDB ledger directory, if it cannot (the check [`open`] makes
+/// first, for `check-config`): not a directory, or a directory of other files.
+pub fn path_problem(path: &Path) -> Option<String> {
+    match check_ledger_directory(path) {
+        Err(Error::NotALedger { reason, .. }) => Some(reason),
+        _ => None,
+    }
+}
+
 /// Whether a file named `name` may be in a ledger directory before its `CURRENT` exists:
 /// RocksDB's own files (lock, info log, identity, manifests, options, WAL and table files,
 /// temporaries), the `O_DIRECT` probe, and a file system's `lost+found` (a mount point).

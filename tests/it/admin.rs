@@ -79,12 +79,15 @@ fn bad_config_exits_2_and_names_every_field() {
 /// A `serve` that cannot start still says why when `HOOKWALL_LOG` hides its log (a mistyped
 /// level is read as a target name and enables nothing; an audit's `HOOKWALL_LOG=debgu` run
 /// exited 1 with no output at all), and an invalid filter is reported and `info` used. The
-/// ledger path here is a file: refused by name before anything is written.
+/// ledger path here lies under a file: RocksDB cannot create it (`check-config` only looks at
+/// the path itself, see `a_ledger_path_that_cannot_be_a_ledger_is_a_config_error`).
 #[test]
 fn a_failed_start_is_reported_whatever_hookwall_log_says() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("ledger"), b"not a ledger").expect("writing a file");
     let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
+    let good = good.replace("path = \"./ledger\"", "path = \"./ledger/sub\"");
+    assert!(good.contains("./ledger/sub"), "the config names the ledger path:\n{good}");
     let path = dir.path().join("good.toml");
     std::fs::write(&path, good).expect("writing the config");
     let path_text = path.display().to_string();
@@ -99,9 +102,38 @@ fn a_failed_start_is_reported_whatever_hookwall_log_says() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{filter}: exit code; stderr:\n{stderr}");
         assert!(stderr.contains("ledger.path"), "{filter}: names the field; stderr:\n{stderr}");
-        assert!(stderr.contains("it is not a directory"), "{filter}: says why:\n{stderr}");
+        assert!(stderr.contains("Not a directory"), "{filter}: says why:\n{stderr}");
         if filter.contains('[') {
             assert!(stderr.contains("is not a log filter"), "{filter}: reported:\n{stderr}");
         }
+    }
+}
+
+/// SPEC §1: `check-config` refuses a `ledger.path` that `serve` could never open — a file, or
+/// a directory of other files (where a ledger would be created beside them, admitting every
+/// event again) — naming the field, with exit 2; `serve` too, before writing anything.
+#[test]
+fn a_ledger_path_that_cannot_be_a_ledger_is_a_config_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("a-file"), b"x").expect("writing a file");
+    std::fs::create_dir(dir.path().join("other")).expect("a directory");
+    std::fs::write(dir.path().join("other/notes.txt"), b"x").expect("a foreign file");
+    let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
+    for (ledger, says) in [("./a-file", "it is not a directory"), ("./other", "holds other files")]
+    {
+        let text = good.replace("path = \"./ledger\"", &format!("path = {ledger:?}"));
+        assert!(text.contains(ledger), "the config names {ledger}:\n{text}");
+        let path = dir.path().join("ledger-path.toml");
+        std::fs::write(&path, text).expect("writing the config");
+        let path_text = path.display().to_string();
+        for command in ["check-config", "serve"] {
+            let out = hookwall(&[command, "-c", &path_text], dir.path());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} {ledger}: exit code:\n{stderr}");
+            assert!(stderr.contains("ledger.path"), "{command} {ledger}: the field:\n{stderr}");
+            assert!(stderr.contains(says), "{command} {ledger}: says {says:?}:\n{stderr}");
+        }
+        let entries = std::fs::read_dir(dir.path().join("other")).expect("reading").count();
+        assert_eq!(entries, 1, "{ledger}: nothing was written beside the foreign file");
     }
 }
