@@ -1527,6 +1527,15 @@ impl Check<'_> {
             }
         }
         let text = self.secret_text(label, raw)?;
+        if text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+            // Kept as written (a file loses only its trailing line break), since some secret
+            // could really have them, but a copy-paste that took a space along is the usual
+            // cause, and then no delivery verifies. The secret itself is never shown.
+            self.warn(
+                label,
+                "begins or ends with whitespace, which is part of the secret; deliveries will                  not verify unless the provider's secret has it too",
+            );
+        }
         if provider == Some(Provider::Stripe) && !text.starts_with("whsec_") {
             // Stripe's endpoint signing secrets all start with `whsec_` (its webhook docs); any
             // other string still makes a key, but most likely an API key was pasted instead,
@@ -2332,6 +2341,31 @@ mod tests {
         assert_eq!(secrets[0].not_before, Some(1_735_689_600));
         assert_eq!(secrets[1].not_after, Some(1_798_761_600));
         assert!(!format!("{config:?}").contains("MfKQ9r8"), "secret in Debug output");
+    }
+
+    /// A secret with leading or trailing whitespace (after a file's trailing line break) is
+    /// kept as written but warned about, never shown (a review found a file's leading spaces
+    /// taken silently, and no delivery verified).
+    #[test]
+    fn a_secret_with_surrounding_whitespace_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let padded = dir.path().join("padded");
+        std::fs::write(&padded, "  It's a Secret to Everybody\n").unwrap();
+        let clean = dir.path().join("clean");
+        std::fs::write(&clean, "It's a Secret to Everybody\n").unwrap();
+        let with = |path: &Path| {
+            let file = format!("file = {:?}", path.display().to_string());
+            MINIMAL.replace("env = \"GH_SECRET\"", &file)
+        };
+        let config = check(&with(&padded), Expect::Ok(&["source[s].secrets[k]: begins or ends"]));
+        let warnings = config.unwrap().warnings.join("\n");
+        assert!(!warnings.contains("Secret to Everybody"), "the secret is shown: {warnings}");
+        check(&with(&clean), Expect::Ok(&[]));
+        let inline = MINIMAL.replace("env = \"GH_SECRET\"", "value = \"trailing \"");
+        check(
+            &inline,
+            Expect::Ok(&["inline secret value", "source[s].secrets[k]: begins or ends"]),
+        );
     }
 
     /// An `ack_deadline` under 100 ms sheds nearly every delivery: warned about (a bad-input
