@@ -330,12 +330,18 @@ fn finish(args: &Args, out: Option<std::fs::File>, shape: &Shape, tally: &Tally)
         eprintln!("hookwall loadgen: the target answered no request");
         return ExitCode::from(1);
     }
-    let refused = tally.by_http.get(&401).copied().unwrap_or(0);
-    if refused == tally.answered_total() {
-        // Still a finished run (loadgen targets any URL), but almost surely not the one meant.
+    // Still finished runs (loadgen targets any URL), but almost surely not the ones meant.
+    let all =
+        |status: u16| tally.by_http.get(&status).copied().unwrap_or(0) == tally.answered_total();
+    if all(401) {
         eprintln!(
             "hookwall loadgen: warning: every answer was 401: the target refused the signatures; \
              check --secret and --provider against the source's configuration"
+        );
+    } else if all(404) {
+        eprintln!(
+            "hookwall loadgen: warning: every answer was 404: nothing is configured at that path; \
+             check --target (hookwall's sources are at /webhooks/<source id>)"
         );
     }
     ExitCode::SUCCESS

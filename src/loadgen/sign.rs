@@ -105,7 +105,12 @@ impl Signer {
                     .map_err(|_| "not a P-256 PKCS#8 private key".to_owned())?;
                 SignKey::EcdsaP256(pair)
             }
-            Provider::Gitlab | Provider::Postmark => SignKey::Token(secret.to_owned()),
+            Provider::Gitlab => SignKey::Token(secret.to_owned()),
+            // The same rule as the source's (`provider::postmark::key`): `user:password`.
+            Provider::Postmark => {
+                crate::provider::postmark::key(secret)?;
+                SignKey::Token(secret.to_owned())
+            }
             // Adyen: the HMAC key as the Customer Area shows it (hex).
             Provider::Adyen => {
                 let material = hex::decode(secret.trim())
@@ -568,9 +573,11 @@ mod tests {
             (Provider::Standard, "whsk_AAAA"),
             (Provider::Svix, "whsec_"),
             (Provider::Stripe, ""),
+            (Provider::Postmark, "no-colon-s3cret"),
         ] {
             let why = Signer::new(provider, secret).err().expect("refused");
             assert!(secret.len() < 6 || !why.contains(secret), "{why}");
         }
+        assert!(Signer::new(Provider::Postmark, "hookwall:s3cret").is_ok(), "user:password");
     }
 }

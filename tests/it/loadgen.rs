@@ -137,6 +137,12 @@ fn loadgen_answers_add_up_for_every_provider() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     assert!(stderr.contains("warning: every answer was 401"), "{stderr}");
+    // A source id that is not configured: every answer 404, also said plainly.
+    let url = format!("http://{}/webhooks/no-such-source", f.hw.ingress);
+    let o = loadgen_stripe(&url, &["--rate", "200/s", "--duration", "5s", "--requests", "20"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("warning: every answer was 404"), "{stderr}");
 }
 
 #[test]
