@@ -56,7 +56,7 @@ pub struct VerifyArgs {
     #[arg(long = "header")]
     pub headers: Vec<String>,
     /// The URL the provider posted to, as it saw it (`https://host/path?query`): required by
-    /// the URL-signing providers (twilio, square), ignored by the others.
+    /// the URL-signing providers (twilio, square, hubspot, mandrill), ignored by the others.
     #[arg(long)]
     pub url: Option<String>,
     /// Judge freshness as of this time, Unix seconds (default: now).
