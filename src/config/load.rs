@@ -677,6 +677,33 @@ fn cidr_problem(text: &str) -> Option<String> {
     }
 }
 
+/// What is surely unintended in a valid `trusted_proxies` entry: a `/0` (every client's
+/// `X-Forwarded-Proto`/`-Host` trusted, so any sender picks the URL a signed-URL provider's
+/// signature is checked against), or host bits set (`10.0.0.1/8` trusts all of `10.0.0.0/8`,
+/// not the one address it names).
+fn cidr_warning(text: &str) -> Option<String> {
+    let (addr, prefix) = text.split_once('/')?;
+    let (ip, n) = (addr.parse::<IpAddr>().ok()?, prefix.parse::<u32>().ok()?);
+    if n == 0 {
+        return Some(format!(
+            "{text} trusts X-Forwarded-Proto/Host from every client: any sender chooses the URL \
+             a signed-URL provider's signature is checked against"
+        ));
+    }
+    let network = match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX.checked_shl(32 - n).unwrap_or(0);
+            IpAddr::V4((u32::from(v4) & mask).into())
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX.checked_shl(128 - n).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    };
+    (network != ip)
+        .then(|| format!("{text} has host bits set: it trusts all of {network}/{n}, not only {ip}"))
+}
+
 /// Unix seconds of an RFC 3339 UTC timestamp given as a TOML string or TOML datetime.
 fn timestamp_unix_s(value: &toml::Value) -> Result<i64, String> {
     let text = match value {
@@ -789,6 +816,7 @@ impl Check<'_> {
         self.retention_warnings(&ledger, &sources);
         self.lease_warnings(&ledger, &destinations);
         self.unused_destination_warnings(&sources, &destinations);
+        self.loop_warnings(&server, &destinations);
         let path = self.file.to_path_buf();
         Config { path, server, ledger, admin, sources, destinations, warnings: Vec::new() }
     }
@@ -830,8 +858,11 @@ impl Check<'_> {
         }
         let trusted_proxies = raw.trusted_proxies.clone().unwrap_or_default();
         for (n, cidr) in trusted_proxies.iter().enumerate() {
+            let field = format!("server.trusted_proxies[#{}]", n + 1);
             if let Some(problem) = cidr_problem(cidr) {
-                self.error(&format!("server.trusted_proxies[#{}]", n + 1), problem);
+                self.error(&field, problem);
+            } else if let Some(warning) = cidr_warning(cidr) {
+                self.warn(&field, &warning);
             }
         }
         let tls = raw.tls.as_ref().and_then(|tls| self.tls(tls));
@@ -1282,6 +1313,14 @@ impl Check<'_> {
         }
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
+        if future_skew > FUTURE_SKEW_SANE_MAX {
+            let message = format!(
+                "future_skew {} is longer than an hour: a delivery signed that far ahead of this \
+                 clock is accepted (clocks agree within seconds; R6)",
+                human(future_skew)
+            );
+            self.warn(&field("future_skew"), &message);
+        }
         if let Some(p) = provider.filter(|&p| p != Provider::Hmac && !p.signs_timestamp()) {
             // Nothing to be fresh against (R7): a set window only suggests replay protection
             // the source does not have; a replayed delivery is a duplicate by its event id.
@@ -1664,6 +1703,43 @@ impl Check<'_> {
     }
 }
 
+impl Check<'_> {
+    /// Warns about a destination whose URL is hookwall's own `server.listen`: every forward
+    /// would arrive as a new, unsigned delivery, be refused 401, and the event go dead after
+    /// its attempts — a loop that looks healthy. (Warned, not refused: a proxy in between
+    /// could make it deliberate.) The URL is not shown (it may carry a credential).
+    fn loop_warnings(&mut self, server: &ServerConfig, destinations: &[DestinationConfig]) {
+        let listen = server.listen;
+        if listen.port() == 0 {
+            return;
+        }
+        for destination in destinations {
+            let Ok(url) = reqwest::Url::parse(&destination.url) else { continue };
+            if url.scheme() != "http" && url.scheme() != "https" {
+                continue;
+            }
+            let port = url.port_or_known_default();
+            let host = url.host_str().unwrap_or("");
+            let ip = if host.eq_ignore_ascii_case("localhost") {
+                Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+            } else {
+                host.trim_start_matches('[').trim_end_matches(']').parse().ok()
+            };
+            let Some(ip) = ip.map(|ip| ip.to_canonical()) else { continue };
+            let (at, on) = (listen.ip().to_canonical(), port == Some(listen.port()));
+            let reaches = at == ip || (at.is_unspecified() && ip.is_loopback());
+            if on && reaches {
+                self.warn(
+                    &format!("destination[{}].url", destination.id),
+                    "points at hookwall's own server.listen: each forward would come back as a \
+                     new unsigned delivery, be refused 401, and the event end in the \
+                     dead-letter queue; point it at the application",
+                );
+            }
+        }
+    }
+}
+
 fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
@@ -1671,6 +1747,9 @@ fn secs(seconds: u64) -> Duration {
 /// `server.read_timeout` taken without a warning: 1 s to 1 h.
 const READ_TIMEOUT_SANE: std::ops::Range<Duration> =
     Duration::from_secs(1)..Duration::from_secs(3600);
+
+/// Longest `future_skew` taken without a warning: 1 h.
+const FUTURE_SKEW_SANE_MAX: Duration = Duration::from_secs(3600);
 
 /// Shortest `ack_deadline` taken without a warning: 100 ms.
 const ACK_DEADLINE_SANE_MIN: Duration = Duration::from_millis(100);
@@ -2131,9 +2210,17 @@ mod tests {
 
     /// A replay window longer than a day is accepted with a warning (a CLI audit's
     /// `tolerance = "100y"` passed silently, switching replay protection off in effect); a
-    /// day is not warned about.
+    /// day is not warned about. Likewise a `future_skew` over an hour.
     #[test]
     fn a_tolerance_over_a_day_is_warned_about() {
+        let skew = |t: &str| {
+            minimal_with("", &format!("future_skew = \"{t}\""))
+                .replace("provider = \"github\"", "provider = \"standard\"")
+                .replace("GH_SECRET", "STANDARD_SECRET")
+        };
+        check(&skew("1h"), Expect::Ok(&[]));
+        let warned = "source[s].future_skew: future_skew 10years is longer than an hour";
+        check(&skew("10y"), Expect::Ok(&[warned]));
         // Standard Webhooks signs a timestamp (GitHub, MINIMAL's provider, does not).
         let with = |t: &str| {
             minimal_with("", &format!("tolerance = \"{t}\""))
@@ -2394,6 +2481,46 @@ mod tests {
             .replace("provider = \"github\"", "provider = \"standard\"")
             .replace("GH_SECRET", "STANDARD_SECRET");
         check(&standard, Expect::Ok(&[]));
+    }
+
+    /// A `trusted_proxies` entry of `/0`, or with host bits set, is warned about (a review
+    /// found both taken silently); a plain address or a network address is not.
+    #[test]
+    fn trusted_proxies_that_trust_too_much_are_warned_about() {
+        let with = |cidr: &str| {
+            MINIMAL.replace(
+                "[[source]]",
+                &format!("[server]\ntrusted_proxies = [{cidr:?}]\n\n[[source]]"),
+            )
+        };
+        let field = "server.trusted_proxies[#1]: ";
+        check(&with("0.0.0.0/0"), Expect::Ok(&[&format!("{field}0.0.0.0/0 trusts")]));
+        check(&with("::/0"), Expect::Ok(&[&format!("{field}::/0 trusts")]));
+        let v4 = format!("{field}10.0.0.1/8 has host bits set: it trusts all of 10.0.0.0/8");
+        check(&with("10.0.0.1/8"), Expect::Ok(&[&v4]));
+        let v6 = format!("{field}fd00::1/64 has host bits set: it trusts all of fd00::/64");
+        check(&with("fd00::1/64"), Expect::Ok(&[&v6]));
+        for fine in ["10.0.0.0/8", "10.0.0.1", "10.0.0.1/32", "fd00::/64", "::1"] {
+            check(&with(fine), Expect::Ok(&[]));
+        }
+    }
+
+    /// A destination at hookwall's own `server.listen` is a forwarding loop: warned about (a
+    /// review found it accepted silently); another port, or another address, is not.
+    #[test]
+    fn a_destination_at_our_own_listen_is_warned_about() {
+        let with = |listen: &str, url: &str| {
+            MINIMAL
+                .replace("http://127.0.0.1:3000/hooks", url)
+                .replace("[[source]]", &format!("[server]\nlisten = {listen:?}\n\n[[source]]"))
+        };
+        let warned = ["destination[d].url: points at hookwall's own server.listen"];
+        check(&with("127.0.0.1:8080", "http://127.0.0.1:8080/webhooks/s"), Expect::Ok(&warned));
+        check(&with("0.0.0.0:8080", "http://localhost:8080/x"), Expect::Ok(&warned));
+        check(&with("[::]:80", "http://[::1]/x"), Expect::Ok(&warned));
+        check(&with("127.0.0.1:8080", "http://127.0.0.1:8081/x"), Expect::Ok(&[]));
+        check(&with("127.0.0.1:8080", "http://127.0.0.2:8080/x"), Expect::Ok(&[]));
+        check(&with("127.0.0.1:8080", "http://app.internal:8080/x"), Expect::Ok(&[]));
     }
 
     /// A `read_timeout` under 1 s answers ordinary internet latency with 408, over 1 h lets a
