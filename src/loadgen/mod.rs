@@ -433,12 +433,18 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
         let part = t.lock().map_err(|_| "a connection task panicked".to_owned())?;
         tally.merge(&part);
     }
+    let mut elapsed = clock::monotonic().saturating_duration_since(start);
     if let Some(rate) = plan.rate {
         // Open loop: every request intended before the end counts, sent or not, so a stalled
         // target shows as unsent requests instead of a shorter run.
         let intended = (plan.duration.as_secs_f64() * rate).ceil() as u64;
         let intended = plan.requests_max.map_or(intended, |n| intended.min(n));
         tally.unsent = intended.saturating_sub(tally.sent);
+        // The run spans the time its intended requests were spread over (the whole duration
+        // unless --requests ended it sooner), even when the last one was answered before the
+        // end: otherwise 5 requests at 5/s in 1 s read as 6.2/s (0.8 s from first to last).
+        let spread = Duration::from_secs_f64(intended as f64 / rate).min(plan.duration);
+        elapsed = elapsed.max(spread);
     }
     progress.abort();
     let shape = Shape {
@@ -447,7 +453,7 @@ async fn run(plan: &Plan) -> Result<(Shape, Tally), String> {
         rate: plan.rate,
         connections: plan.connections,
         duplicates: plan.duplicates,
-        elapsed: clock::monotonic().saturating_duration_since(start),
+        elapsed,
     };
     Ok((shape, tally))
 }

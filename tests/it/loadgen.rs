@@ -143,6 +143,20 @@ fn loadgen_answers_add_up_for_every_provider() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     assert!(stderr.contains("warning: every answer was 404"), "{stderr}");
+    // A low rate: 5 requests at 5/s over 1 s report 5 answered/s over 1 s, not the 0.8 s
+    // from the first send to the last (a review found 6.2/s).
+    let url = format!("http://{}/webhooks/{}", f.hw.ingress, stripe_a().id);
+    let o = loadgen_stripe(&url, &["--rate", "5/s", "--duration", "1s", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    let elapsed = report["elapsed_s"].as_f64().expect("elapsed_s");
+    assert!((1.0..1.5).contains(&elapsed), "the run spans its duration: {report}");
+    let answered: u64 = report["http"]
+        .as_object()
+        .expect("http")
+        .values()
+        .filter_map(serde_json::Value::as_u64)
+        .sum();
+    assert_eq!(answered, 5, "five intended, five answered: {report}");
 }
 
 #[test]
