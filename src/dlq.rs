@@ -58,6 +58,7 @@ pub enum DlqCommand {
     /// Show one event: state, attempts, last error, payload while retained.
     Inspect {
         /// Idempotency key `tenant/source/event id`, unencoded.
+        #[arg(value_parser = event_key)]
         key: String,
     },
     /// Re-queue events with attempts reset (from dead, dropped or failed).
@@ -65,7 +66,7 @@ pub enum DlqCommand {
     /// Settle events as dropped (from received, failed or dead).
     Drop {
         /// Idempotency keys, unencoded.
-        #[arg(required = true)]
+        #[arg(required = true, value_parser = event_key)]
         keys: Vec<String>,
         /// Why (kept in the audit log).
         #[arg(long, required = true, value_parser = non_empty)]
@@ -118,7 +119,7 @@ impl ListState {
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// Idempotency keys, unencoded.
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(required_unless_present = "all", conflicts_with = "all", value_parser = event_key)]
     pub keys: Vec<String>,
     /// Replay every dead event (of `--source`, when given).
     #[arg(long)]
@@ -132,6 +133,22 @@ pub struct ReplayArgs {
     /// Most replays per second (1..=10000), so a bulk replay cannot flood the destination.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=i64::from(RATE_MAX)))]
     pub rate: u32,
+}
+
+/// An idempotency key as `dlq list` prints it: `tenant/source/event id`, none of the three
+/// empty (the event id may itself hold `/`). Checked before any request, so a mistyped key is
+/// bad usage (exit 2), not a network round trip.
+fn event_key(text: &str) -> Result<String, String> {
+    let mut parts = text.splitn(3, '/');
+    let whole = (parts.next(), parts.next(), parts.next());
+    match whole {
+        (Some(t), Some(s), Some(id)) if !t.is_empty() && !s.is_empty() && !id.is_empty() => {
+            Ok(text.to_owned())
+        }
+        _ => {
+            Err("an idempotency key is tenant/source/event id, as `dlq list` prints it".to_owned())
+        }
+    }
 }
 
 fn non_empty(text: &str) -> Result<String, String> {

@@ -222,6 +222,22 @@ fn admin_without_or_with_a_wrong_token_is_401() {
         let out = dlq_raw(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
     }
+    // A key that is not tenant/source/event id is bad usage before any request (the admin
+    // API here is unreachable: the network would make it exit 1).
+    for (command, key) in
+        [("inspect", ""), ("inspect", "t/s"), ("drop", "t//e"), ("replay", "/s/e")]
+    {
+        let reason: &[&str] = if command == "inspect" { &[] } else { &["--reason", "x"] };
+        let args = [&["dlq", command, key, "--admin", &dead_url, "--token-file", &bad][..], reason]
+            .concat();
+        let out = dlq_raw(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("tenant/source/event id"),
+            "{}",
+            show(&out)
+        );
+    }
     let out = dlq_raw(&["dlq", "list", "-c", "/nonexistent/hookwall.toml"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(
