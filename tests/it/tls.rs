@@ -310,6 +310,25 @@ fn mismatched_renewal_is_refused_and_the_old_certificate_stays() {
     assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
 }
 
+/// Runs `hookwall check-config` on a minimal Stripe config in `dir` whose server has the
+/// `[server.tls]` table `tls` (empty: none).
+fn check_config_with(dir: &Path, tls: &str) -> std::process::Output {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:1\"\n{tls}\n\
+         [ledger]\npath = \"./ledger\"\n\n[[source]]\nid = \"s\"\ntenant = \"t\"\n\
+         provider = \"stripe\"\nsecrets = [{{ id = \"k\", value = \"whsec_x\" }}]\n\
+         destination = \"d\"\n\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n"
+    );
+    let path = dir.join("tls.toml");
+    std::fs::write(&path, text).expect("config");
+    std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
+        .args(["check-config", "-c"])
+        .arg(&path)
+        .env("HOOKWALL_LOG", "warn")
+        .output()
+        .expect("running check-config")
+}
+
 /// SPEC §1: `check-config` exits 2 and names `server.tls` for a missing key path, an
 /// unreadable certificate, and a key that belongs to another certificate.
 #[test]
@@ -317,14 +336,6 @@ fn check_config_names_tls_problems() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _ = self_signed(dir.path(), "a");
     let _ = self_signed(dir.path(), "b");
-    let base = |tls: &str| {
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:1\"\n{tls}\n\
-             [ledger]\npath = \"./ledger\"\n\n[[source]]\nid = \"s\"\ntenant = \"t\"\n\
-             provider = \"stripe\"\nsecrets = [{{ id = \"k\", value = \"whsec_x\" }}]\n\
-             destination = \"d\"\n\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n"
-        )
-    };
     let p = |name: &str| dir.path().join(name).display().to_string();
     let cases = [
         ("missing key", format!("[server.tls]\ncert = {:?}\n", p("a.crt")), "server.tls.key"),
@@ -345,14 +356,7 @@ fn check_config_names_tls_problems() {
         ),
     ];
     for (case, tls, expect) in cases {
-        let path = dir.path().join("tls.toml");
-        std::fs::write(&path, base(&tls)).expect("config");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
-            .args(["check-config", "-c"])
-            .arg(&path)
-            .env("HOOKWALL_LOG", "warn")
-            .output()
-            .expect("running check-config");
+        let out = check_config_with(dir.path(), &tls);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{case}: exit code; stderr:\n{stderr}");
         assert!(stderr.contains("server.tls"), "{case}: names server.tls; stderr:\n{stderr}");
@@ -394,23 +398,8 @@ fn check_config_warns_about_a_certificate_out_of_its_validity() {
     for (case, not_before, not_after, warning) in cases {
         self_signed_between(dir.path(), "v", not_before, not_after);
         let p = |name: &str| dir.path().join(name).display().to_string();
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:1\"\n\
-             [server.tls]\ncert = {:?}\nkey = {:?}\n\
-             [ledger]\npath = \"./ledger\"\n\n[[source]]\nid = \"s\"\ntenant = \"t\"\n\
-             provider = \"stripe\"\nsecrets = [{{ id = \"k\", value = \"whsec_x\" }}]\n\
-             destination = \"d\"\n\n[[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n",
-            p("v.crt"),
-            p("v.key")
-        );
-        let path = dir.path().join("tls.toml");
-        std::fs::write(&path, text).expect("config");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookwall"))
-            .args(["check-config", "-c"])
-            .arg(&path)
-            .env("HOOKWALL_LOG", "warn")
-            .output()
-            .expect("running check-config");
+        let tls = format!("[server.tls]\ncert = {:?}\nkey = {:?}\n", p("v.crt"), p("v.key"));
+        let out = check_config_with(dir.path(), &tls);
         let both = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
