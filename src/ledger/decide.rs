@@ -111,6 +111,9 @@ pub struct Rules {
     /// The last ordering stamp given out (R22): see [`Rules::next_order_stamp`]. Seeded with
     /// the ordering index's highest stamp at open.
     pub order_stamp: AtomicU64,
+    /// Slots of each shard's ring of recently written unsettled claims ([`RecentClaims`]);
+    /// 0 turns it off. The ledger gives each shard [`RECENT_CLAIMS_MAX`] / shards.
+    pub recent_claims: usize,
 }
 
 impl Rules {
@@ -180,6 +183,62 @@ type SettleReply = Box<dyn FnOnce(bool) + Send>;
 /// An operation's reply.
 type OpReply = Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>;
 
+/// Slots of the rings of recently written unsettled claims, over all shards of a ledger
+/// ([`Rules::recent_claims`]): about 210 bytes each, so 14 MiB in all. At 30 000 events/s this
+/// covers a delivery lag of two seconds, the backlog a closed loop builds over a benchmark run.
+pub const RECENT_CLAIMS_MAX: usize = 65_536;
+
+/// The claims this shard wrote last whose events are unsettled (received or failed), by seq:
+/// slot `seq % len`. A settlement reads the claim its admission wrote a moment before; found
+/// here, that read — a search of the claims memtable's skiplist from its top, random keys, so
+/// a cache miss per level — is not made (issue 6: 14 % of the writer's samples with forwarding,
+/// `docs/benchmarks.md` run 31).
+///
+/// Invariant: a slot holds a claim only while the store holds the same claim for its key. Every
+/// claim write of a drain passes through `Drain::claims` and reaches the ring in
+/// [`Shard::applied`], after the batch was written (a failed write applies nothing, and leaves
+/// the ring as it was): an unsettled claim replaces its slot, a settled one empties its slot.
+/// The only other claim writes are a sweep's deletes, of settled claims only, which the ring
+/// never holds. A settlement takes its claim out of the ring (it is about to change it; if the
+/// write then fails, the next settlement reads the store). Entries are moved in, never copied,
+/// and the keys are not hashed: a map of the last claims cost as much as the reads it saved
+/// (run 23). Empty after a restart.
+struct RecentClaims {
+    slots: Vec<Option<(String, Claim)>>,
+}
+
+impl RecentClaims {
+    fn new(len: usize) -> RecentClaims {
+        RecentClaims { slots: (0..len).map(|_| None).collect() }
+    }
+
+    fn slot(&mut self, seq: u64) -> Option<&mut Option<(String, Claim)>> {
+        let len = u64::try_from(self.slots.len()).ok().filter(|&l| l > 0)?;
+        let i = usize::try_from(seq % len).expect("below the slot count, a usize");
+        self.slots.get_mut(i)
+    }
+
+    /// Takes the claim of `key` with `seq`, if the ring holds it.
+    fn take(&mut self, key: &str, seq: u64) -> Option<Claim> {
+        let slot = self.slot(seq)?;
+        if slot.as_ref().is_some_and(|(k, c)| c.seq == seq && k == key) {
+            return slot.take().map(|(_, c)| c);
+        }
+        None
+    }
+
+    /// Records a claim the store now holds for `key`.
+    fn written(&mut self, key: String, claim: Claim) {
+        let seq = claim.seq;
+        let Some(slot) = self.slot(seq) else { return };
+        if matches!(claim.state, EventState::Received | EventState::Failed) {
+            *slot = Some((key, claim));
+        } else if slot.as_ref().is_some_and(|(_, c)| c.seq == seq) {
+            *slot = None;
+        }
+    }
+}
+
 /// The decision state one shard writer alone owns: next seq, the due-time floor, DLQ counters.
 pub struct Shard {
     shard: usize,
@@ -199,6 +258,8 @@ pub struct Shard {
     /// drops it, and a scan from the head steps over each one: the sweep's cost grew with
     /// the events expired since the last compaction, `benches/soak.sh`). `None`: from the head.
     swept_through: Option<[u8; 17]>,
+    /// Claims of unsettled events this shard wrote last, for their settlements.
+    recent: RecentClaims,
 }
 
 /// What one retention sweep decided ([`Shard::sweep`]): the batch to write (unsynced), how many
@@ -289,7 +350,6 @@ impl Shard {
     ) -> Shard {
         Shard {
             shard,
-            rules,
             next_seq,
             last_due_ms: 0,
             dlq,
@@ -297,6 +357,8 @@ impl Shard {
             expiry_prefix: store::meta_expiry_prefix(shard),
             expiry_backlog: false,
             swept_through: None,
+            recent: RecentClaims::new(rules.recent_claims),
+            rules,
         }
     }
 
@@ -378,8 +440,12 @@ impl Shard {
         Some(std::mem::take(&mut d.batch))
     }
 
-    /// After the drain's batch was written: adopt its seq, due-time floor and DLQ counters.
-    pub fn applied<B>(&mut self, d: &Drain<B>) {
+    /// After the drain's batch was written: adopt its seq, due-time floor and DLQ counters, and
+    /// keep the claims it wrote for their settlements ([`RecentClaims`]; they leave the drain).
+    pub fn applied<B>(&mut self, d: &mut Drain<B>) {
+        for (key, claim) in d.claims.drain() {
+            self.recent.written(key, claim);
+        }
         self.next_seq = d.next_seq;
         self.last_due_ms = d.due_ms + u64::from(d.replayed);
         // An entry behind the cursor (an identity that expires before what was swept, e.g. an
@@ -513,7 +579,7 @@ impl Shard {
     fn settle<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, st: Settlement) {
         let in_drain = d.claims.get(&st.key).cloned();
         let from_drain = in_drain.is_some();
-        let claim = match in_drain {
+        let claim = match in_drain.or_else(|| self.recent.take(&st.key, st.seq)) {
             Some(c) => Ok(Some(c)),
             None => self.read_claim(s, &st.key),
         };

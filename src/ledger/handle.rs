@@ -171,6 +171,7 @@ impl Ledger {
                 }),
                 audit_seq: AtomicU64::new(0),
                 order_stamp: AtomicU64::new(store::load_max_order_stamp(&db)?),
+                recent_claims: super::decide::RECENT_CLAIMS_MAX / shards.max(1),
             }),
             rejects_dropped: AtomicU64::new(0),
             sync: opts.sync,

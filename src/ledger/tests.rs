@@ -1125,7 +1125,7 @@ fn writer_turn(
     if let Some(batch) = logic.seal(store, &mut d) {
         db.write(batch).expect("batch written");
     }
-    logic.applied(&d);
+    logic.applied(&mut d);
     d.answer(true);
 }
 
@@ -1190,6 +1190,7 @@ fn shard_with_sweeps_of(
         }),
         audit_seq: std::sync::atomic::AtomicU64::new(0),
         order_stamp: std::sync::atomic::AtomicU64::new(0),
+        recent_claims: decide::RECENT_CLAIMS_MAX,
     });
     let store = super::writer::RocksShard::new(Arc::clone(&db), 0);
     (db, store, decide::Shard::new(0, 0, std::collections::HashMap::new(), rules))

@@ -353,7 +353,7 @@ impl Writer {
             }
         };
         if written {
-            self.logic.applied(&d);
+            self.logic.applied(&mut d);
             self.apply(&d);
         }
         // Learned before the replies go out: a sender answered now meets the new estimate.

@@ -124,6 +124,25 @@ fn the_checker_catches_a_lost_acknowledged_event() {
 /// (`false`), nothing is written, and the attempt is repeated later.
 #[test]
 fn a_read_failure_while_settling_refuses_the_settlement() {
+    // No ring of recent claims: the settlement reads its claim from the store.
+    let (settled, still_due) = settle_with_every_read_failing(0);
+    assert_eq!(settled, [false], "the settlement is refused");
+    assert_eq!(still_due, 1, "the event is still due: its attempt is repeated");
+}
+
+/// Issue 6: a settlement finds the claim its admission wrote a moment before in the shard's
+/// ring of recent claims (`decide::RecentClaims`) and reads nothing: with every read failing it
+/// is still decided and written, and the event is no longer due.
+#[test]
+fn a_settlement_of_a_recent_admission_reads_no_claim() {
+    let (settled, still_due) = settle_with_every_read_failing(8);
+    assert_eq!(settled, [true], "decided from the ring, without a read");
+    assert_eq!(still_due, 0, "delivered: nothing left to attempt");
+}
+
+/// Admits one event, then settles it as delivered while every store read fails; returns the
+/// settlement's answers and how many events are due afterwards (read without faults).
+fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, usize) {
     use std::cell::RefCell;
     use std::sync::{Arc, Mutex};
 
@@ -135,6 +154,7 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
         retention: None,
         audit_seq: std::sync::atomic::AtomicU64::new(0),
         order_stamp: std::sync::atomic::AtomicU64::new(0),
+        recent_claims,
     });
     let db = RefCell::new(store::Db::new(7));
     let view = store::View { db: &db, shard: 0, faulty: true };
@@ -158,7 +178,7 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
     shard.decide(&view, &mut d, Input::Admit(admission));
     let batch = shard.seal(&view, &mut d).expect("an admission writes");
     db.borrow_mut().write(batch, true).expect("no fault yet");
-    shard.applied(&d);
+    shard.applied(&mut d);
     d.answer(true);
     assert_eq!(*decided.lock().expect("no poison"), [Decision::Accepted]);
     let due = decide::due(&view, 0, 1_000, 8, &|_| false).expect("no fault yet");
@@ -179,10 +199,13 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
     };
     let mut d = shard.begin::<Vec<store::Op>>(1_001);
     shard.decide(&view, &mut d, Input::Settle(settlement));
-    assert!(shard.seal(&view, &mut d).is_none(), "a refused settlement writes nothing");
-    d.answer(true);
-    assert_eq!(*settled.lock().expect("no poison"), [false], "the settlement is refused");
+    let written = match shard.seal(&view, &mut d) {
+        Some(batch) => db.borrow_mut().write(batch, false).is_ok(),
+        None => true,
+    };
+    d.answer(written);
     db.borrow_mut().read_fault = 0;
     let due = decide::due(&view, 0, 1_001, 8, &|_| false).expect("no fault now");
-    assert_eq!(due.len(), 1, "the event is still due: its attempt is repeated");
+    let answers = settled.lock().expect("no poison").clone();
+    (answers, due.len())
 }

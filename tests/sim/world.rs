@@ -221,6 +221,9 @@ impl World {
             }),
             audit_seq: std::sync::atomic::AtomicU64::new(0),
             order_stamp: std::sync::atomic::AtomicU64::new(0),
+            // A few slots or none: settlements find their claim in the ring, miss it (taken
+            // by another seq's claim), or read the store, all in one run.
+            recent_claims: rng.below(9),
         });
         let count = 4 + rng.below(30);
         let events = (0..count)
@@ -555,7 +558,7 @@ impl World {
             }
         };
         if written {
-            shard.applied(&d);
+            shard.applied(&mut d);
         }
         self.shards[s] = shard;
         // A crash between the write and the replies: nobody hears the answers.
