@@ -154,7 +154,10 @@ pub(super) fn request_bytes(
     line(&mut out, &[b"host: ", endpoint.authority().as_bytes()]);
     line(&mut out, &[b"user-agent: ", USER_AGENT.as_bytes()]);
     line(&mut out, &[b"content-length: ", body.len().to_string().as_bytes()]);
-    each(&mut |name, value| line(&mut out, &[name.as_bytes(), b": ", value]));
+    each(&mut |name, value| {
+        debug_assert!(sendable(value), "{name}: an emitted value must be sendable");
+        line(&mut out, &[name.as_bytes(), b": ", value]);
+    });
     line(&mut out, &[]);
     out.extend_from_slice(body);
     out
@@ -429,10 +432,18 @@ pub(in crate::dispatch) mod tests {
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"destination secret");
         let endpoint =
             crate::dispatch::h1::Endpoint::parse("http://127.0.0.1:8080/in?x=1").expect("valid");
-        for (id, content_type) in [
-            ("acme/stripe-billing/evt_1", Some(b"application/json".to_vec())),
-            ("acme/stripe-billing/x%41 é\u{1}", Some(b"text/plain\n".to_vec())),
-            ("acme/stripe-billing/y", None),
+        for (id, content_type, sent_id) in [
+            (
+                "acme/stripe-billing/evt_1",
+                Some(b"application/json".to_vec()),
+                "acme/stripe-billing/evt_1",
+            ),
+            (
+                "acme/stripe-billing/x%41 é\u{1}",
+                Some(b"text/plain\n".to_vec()),
+                "acme/stripe-billing/x%2541%20%C3%A9%01",
+            ),
+            ("acme/stripe-billing/évt 2", None, "acme/stripe-billing/évt 2"),
         ] {
             let mut ev = event(Some(1_699_999_990));
             ev.key = id.to_owned();
@@ -457,6 +468,22 @@ pub(in crate::dispatch) mod tests {
             let mapped: Vec<(String, Vec<u8>)> =
                 map.iter().map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec())).collect();
             assert_eq!(wire, mapped, "{id:?}");
+            let header = |name: &str| {
+                let value = wire.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+                value.unwrap_or_else(|| panic!("{name} missing for {id:?}"))
+            };
+            // Sent as it is unless it holds `%` or a control byte (obs-text stays as it is).
+            assert_eq!(header("idempotency-key"), sent_id.as_bytes(), "{id:?}");
+            assert_eq!(header("webhook-id"), sent_id.as_bytes(), "{id:?}");
+            // The signature covers the id and timestamp exactly as they went on the wire.
+            let mut ctx = ring::hmac::Context::with_key(&key);
+            for part in [&header("webhook-id")[..], b".", &header("webhook-timestamp"), b".", b"{}"]
+            {
+                ctx.update(part);
+            }
+            use base64::Engine as _;
+            let mac = base64::engine::general_purpose::STANDARD.encode(ctx.sign().as_ref());
+            assert_eq!(header("webhook-signature"), format!("v1,{mac}").into_bytes(), "{id:?}");
             assert_eq!(
                 map.len(),
                 9 + usize::from(ev.content_type.as_deref() == Some(b"application/json"))

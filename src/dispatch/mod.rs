@@ -18,7 +18,7 @@
 //! not burn every event's attempts.
 //!
 //! When a destination has a `signing_secret`, each attempt is signed with Standard Webhooks at
-//! attempt time (`attempt::sign`).
+//! attempt time (`attempt::each_signature_header`).
 //!
 //! A source's `ordering_key` (R22, `crate::ordering`) makes the events of one ordering group go
 //! one at a time in admission order: a scan attempts an ordered event only when

@@ -184,12 +184,14 @@ type SettleReply = Box<dyn FnOnce(bool) + Send>;
 type OpReply = Box<dyn FnOnce(Result<OpDone, OpRefused>) + Send>;
 
 /// Slots of the rings of recently written unsettled claims, over all shards of a ledger
-/// ([`Rules::recent_claims`]): about 210 bytes each, so 14 MiB in all. At 30 000 events/s this
-/// covers a delivery lag of two seconds, the backlog a closed loop builds over a benchmark run.
-pub const RECENT_CLAIMS_MAX: usize = 65_536;
+/// ([`Rules::recent_claims`]): ~200 bytes each in place (6.3 MiB, allocated at open), plus
+/// each held claim's key and key id on the heap (~100 bytes for typical ids; at most ~780 bytes
+/// with the longest key and ordering value the limits allow, ~25 MiB in all). At 30 000
+/// events/s this covers a delivery lag of one second.
+pub const RECENT_CLAIMS_MAX: usize = 32_768;
 
-/// The claims this shard wrote last whose events are unsettled (received or failed), by seq:
-/// slot `seq % len`. A settlement reads the claim its admission wrote a moment before; found
+/// The claims this shard wrote last whose events wait for their first attempt's settlement
+/// (received, no error: admitted or replayed), by seq: slot `seq % len`. A settlement reads the claim its admission wrote a moment before; found
 /// here, that read — a search of the claims memtable's skiplist from its top, random keys, so
 /// a cache miss per level — is not made (issue 6: 14 % of the writer's samples with forwarding,
 /// `docs/benchmarks.md` run 31).
@@ -197,12 +199,15 @@ pub const RECENT_CLAIMS_MAX: usize = 65_536;
 /// Invariant: a slot holds a claim only while the store holds the same claim for its key. Every
 /// claim write of a drain passes through `Drain::claims` and reaches the ring in
 /// [`Shard::applied`], after the batch was written (a failed write applies nothing, and leaves
-/// the ring as it was): an unsettled claim replaces its slot, a settled one empties its slot.
+/// the ring as it was): such a claim replaces its slot, any other claim of that seq empties it.
 /// The only other claim writes are a sweep's deletes, of settled claims only, which the ring
-/// never holds. A settlement takes its claim out of the ring (it is about to change it; if the
-/// write then fails, the next settlement reads the store). Entries are moved in, never copied,
-/// and the keys are not hashed: a map of the last claims cost as much as the reads it saved
-/// (run 23). Empty after a restart.
+/// never holds. A settlement takes its claim out of the ring only when it will change it (the
+/// seq, key and due time match; if the write then fails, the next settlement reads the store).
+/// Entries are moved in, never copied, and the keys are not hashed: a map of the last claims
+/// cost as much as the reads it saved (run 23). Empty after a restart. A claim taken from here
+/// is not read back, so a stored claim damaged on disk meanwhile is overwritten instead of
+/// stopping the writer (the store's checksums catch it on the next read). The simulation
+/// checks the invariant after every step ([`Shard::check_recent_claims`]).
 struct RecentClaims {
     slots: Vec<Option<(String, Claim)>>,
 }
@@ -218,10 +223,14 @@ impl RecentClaims {
         self.slots.get_mut(i)
     }
 
-    /// Takes the claim of `key` with `seq`, if the ring holds it.
-    fn take(&mut self, key: &str, seq: u64) -> Option<Claim> {
+    /// Takes the claim of `key` with `seq`, if the ring holds it and it is due at `due_ms` (a
+    /// settlement of that schedule entry will change it); otherwise leaves the slot as it is.
+    fn take(&mut self, key: &str, seq: u64, due_ms: u64) -> Option<Claim> {
         let slot = self.slot(seq)?;
-        if slot.as_ref().is_some_and(|(k, c)| c.seq == seq && k == key) {
+        let settles = |(k, c): &(String, Claim)| {
+            c.seq == seq && k == key && c.next_attempt_ms == Some(due_ms)
+        };
+        if slot.as_ref().is_some_and(settles) {
             return slot.take().map(|(_, c)| c);
         }
         None
@@ -231,7 +240,7 @@ impl RecentClaims {
     fn written(&mut self, key: String, claim: Claim) {
         let seq = claim.seq;
         let Some(slot) = self.slot(seq) else { return };
-        if matches!(claim.state, EventState::Received | EventState::Failed) {
+        if claim.state == EventState::Received && claim.last_error.is_none() {
             *slot = Some((key, claim));
         } else if slot.as_ref().is_some_and(|(_, c)| c.seq == seq) {
             *slot = None;
@@ -458,6 +467,27 @@ impl Shard {
         self.dlq.extend(d.dlq.iter().map(|(&k, &v)| (k, v)));
     }
 
+    /// Checks [`RecentClaims`]' invariant: every claim the ring holds is the one `s` holds for
+    /// its key. For the simulation, after every step.
+    ///
+    /// # Errors
+    /// The first slot that differs from the store, or a failed read.
+    pub fn check_recent_claims<S: ShardStore>(&self, s: &S) -> Result<(), String> {
+        for (key, held) in self.recent.slots.iter().flatten() {
+            match self.read_claim(s, key) {
+                Ok(Some(stored)) if stored == *held => {}
+                Ok(stored) => {
+                    return Err(format!(
+                        "shard {}: the ring holds {held:?} for {key}, the store {stored:?}",
+                        self.shard
+                    ))
+                }
+                Err(e) => return Err(format!("shard {}: read failed: {e}", self.shard)),
+            }
+        }
+        Ok(())
+    }
+
     /// The stored claim of `key`. A claim that fails to decode is a broken invariant: panic
     /// rather than ever overwrite it.
     fn read_claim<S: ShardStore>(&self, s: &S, key: &str) -> Result<Option<Claim>, S::Error> {
@@ -579,7 +609,7 @@ impl Shard {
     fn settle<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, st: Settlement) {
         let in_drain = d.claims.get(&st.key).cloned();
         let from_drain = in_drain.is_some();
-        let claim = match in_drain.or_else(|| self.recent.take(&st.key, st.seq)) {
+        let claim = match in_drain.or_else(|| self.recent.take(&st.key, st.seq, st.due_ms)) {
             Some(c) => Ok(Some(c)),
             None => self.read_claim(s, &st.key),
         };

@@ -125,8 +125,9 @@ fn the_checker_catches_a_lost_acknowledged_event() {
 #[test]
 fn a_read_failure_while_settling_refuses_the_settlement() {
     // No ring of recent claims: the settlement reads its claim from the store.
-    let (settled, still_due) = settle_with_every_read_failing(0);
+    let (settled, wrote, still_due) = settle_with_every_read_failing(0);
     assert_eq!(settled, [false], "the settlement is refused");
+    assert!(!wrote, "a refused settlement writes nothing");
     assert_eq!(still_due, 1, "the event is still due: its attempt is repeated");
 }
 
@@ -135,14 +136,16 @@ fn a_read_failure_while_settling_refuses_the_settlement() {
 /// is still decided and written, and the event is no longer due.
 #[test]
 fn a_settlement_of_a_recent_admission_reads_no_claim() {
-    let (settled, still_due) = settle_with_every_read_failing(8);
+    let (settled, wrote, still_due) = settle_with_every_read_failing(8);
     assert_eq!(settled, [true], "decided from the ring, without a read");
+    assert!(wrote, "the delivery is written");
     assert_eq!(still_due, 0, "delivered: nothing left to attempt");
 }
 
 /// Admits one event, then settles it as delivered while every store read fails; returns the
-/// settlement's answers and how many events are due afterwards (read without faults).
-fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, usize) {
+/// settlement's answers, whether it wrote a batch, and how many events are due afterwards
+/// (read without faults).
+fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, bool, usize) {
     use std::cell::RefCell;
     use std::sync::{Arc, Mutex};
 
@@ -199,13 +202,12 @@ fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, usize) {
     };
     let mut d = shard.begin::<Vec<store::Op>>(1_001);
     shard.decide(&view, &mut d, Input::Settle(settlement));
-    let written = match shard.seal(&view, &mut d) {
-        Some(batch) => db.borrow_mut().write(batch, false).is_ok(),
-        None => true,
-    };
+    let batch = shard.seal(&view, &mut d);
+    let wrote = batch.is_some();
+    let written = batch.is_none_or(|b| db.borrow_mut().write(b, false).is_ok());
     d.answer(written);
     db.borrow_mut().read_fault = 0;
     let due = decide::due(&view, 0, 1_001, 8, &|_| false).expect("no fault now");
     let answers = settled.lock().expect("no poison").clone();
-    (answers, due.len())
+    (answers, wrote, due.len())
 }

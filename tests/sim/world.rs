@@ -222,8 +222,9 @@ impl World {
             audit_seq: std::sync::atomic::AtomicU64::new(0),
             order_stamp: std::sync::atomic::AtomicU64::new(0),
             // A few slots or none: settlements find their claim in the ring, miss it (taken
-            // by another seq's claim), or read the store, all in one run.
-            recent_claims: rng.below(9),
+            // by another seq's claim), or read the store, all in one run. From the seed, not
+            // the world's random stream, so older seeds still replay their runs.
+            recent_claims: usize::try_from(seed % 9).expect("below 9"),
         });
         let count = 4 + rng.below(30);
         let events = (0..count)
@@ -694,6 +695,9 @@ impl World {
     /// Every step: acknowledged events are in the ledger (or legitimately forgotten after their
     /// dedupe window), and unsettled ones have their schedule entry.
     fn check(&mut self) -> Result<(), String> {
+        for (s, shard) in self.shards.iter().enumerate() {
+            shard.check_recent_claims(&self.oracle(s))?;
+        }
         for (key, k) in &self.known {
             let view = self.oracle(shard_of(key));
             let claim = decide::claim(&view, key).expect("oracle reads do not fail");
