@@ -69,27 +69,52 @@ pub(super) async fn send(
     if let Some(nats) = &target.nats {
         return Box::pin(super::nats::publish(target, nats, event, body, attempt)).await;
     }
-    let now_unix_s = crate::clock::now_unix_s();
-    let each = |emit: &mut Emit<'_>| {
-        each_forward_header(target, event, attempt, emit);
-        if let Some(key) = &target.signing_key {
-            each_signature_header(key, &event.key, now_unix_s, &body, emit);
-        }
-    };
-    if let (Some(route), Some(endpoint)) = (&target.route, &target.endpoint) {
+    if is_h1(target) {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let deadline = tokio::time::Instant::from_std(crate::clock::monotonic()) + target.timeout;
-        route.send(super::h1::Job {
-            request: request_bytes(endpoint, &body, each),
-            deadline,
-            reply,
-        });
+        send_h1(target, event, &body, attempt, reply.into());
         return answer
             .await
             .unwrap_or_else(|_| AttemptResult::Other("connection task ended".to_owned()));
     }
-    let headers = header_map(each);
+    let now_unix_s = crate::clock::now_unix_s();
+    let headers = header_map(|emit| {
+        each_forward_header(target, event, attempt, emit);
+        if let Some(key) = &target.signing_key {
+            each_signature_header(key, &event.key, now_unix_s, &body, emit);
+        }
+    });
     Box::pin(send_reqwest(client, target, headers, body)).await
+}
+
+/// Whether `target` is a plain `http://` destination, served by `super::h1`.
+pub(super) fn is_h1(target: &Target) -> bool {
+    target.nats.is_none() && target.route.is_some() && target.endpoint.is_some()
+}
+
+/// Hands attempt `attempt` (1-based) of `event` to its plain `http://` destination's
+/// connections (`super::h1`), which give the result to `reply`. A target that is not such a
+/// destination ([`is_h1`]) gets an `Other` result at once.
+pub(super) fn send_h1(
+    target: &Target,
+    event: &DueEvent,
+    body: &[u8],
+    attempt: u32,
+    reply: super::h1::Reply,
+) {
+    let (None, Some(route), Some(endpoint)) = (&target.nats, &target.route, &target.endpoint)
+    else {
+        reply.send(AttemptResult::Other("not an http:// destination".to_owned()));
+        return;
+    };
+    let now_unix_s = crate::clock::now_unix_s();
+    let request = request_bytes(endpoint, body, |emit| {
+        each_forward_header(target, event, attempt, emit);
+        if let Some(key) = &target.signing_key {
+            each_signature_header(key, &event.key, now_unix_s, body, emit);
+        }
+    });
+    let deadline = tokio::time::Instant::from_std(crate::clock::monotonic()) + target.timeout;
+    route.send(super::h1::Job { request, deadline, reply });
 }
 
 /// The attempt through reqwest (`https://` destinations).

@@ -68,6 +68,10 @@ pub(super) struct Engine {
     /// Per destination: HTTP attempts running.
     busy: Vec<usize>,
     attempts: JoinSet<Finished>,
+    /// Attempts on the own `http://` client, reporting to `done` instead of as tasks.
+    done: Arc<Done>,
+    /// How many of those have not reported yet.
+    done_pending: usize,
     /// Settlements the settle queue gave back; re-offered first on every turn.
     unsettled: VecDeque<Settlement>,
     /// Settlement replies from the shard writers (see [`Replies`]).
@@ -165,6 +169,54 @@ impl crate::wake::Wake for Replies {
     }
 }
 
+/// Attempts on the own `http://` client report here, straight from their connection task:
+/// no task, oneshot channel and `JoinSet` entry per attempt (issue 6: tokio's scheduling was
+/// about a fifth of the dispatcher's CPU). Each [`DoneSlot`] adds exactly one entry.
+#[derive(Default)]
+pub(super) struct Done {
+    finished: std::sync::Mutex<Vec<Finished>>,
+    /// Notified when an attempt finished (a permit is kept if the loop is not waiting).
+    ready: Notify,
+}
+
+impl Done {
+    fn take(&self) -> Vec<Finished> {
+        std::mem::take(
+            &mut *self.finished.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+/// One `http://` attempt's way back to the loop: [`DoneSlot::complete`] with its result, or,
+/// dropped unanswered (its connection task ended), an `Other` result — as a task awaiting a
+/// dropped oneshot sender would have seen.
+pub(super) struct DoneSlot {
+    /// `result` is filled in when the attempt ends; `None` once reported.
+    finished: Option<Finished>,
+    done: Arc<Done>,
+}
+
+impl DoneSlot {
+    /// Reports the attempt's `result` to the loop.
+    pub(super) fn complete(mut self, result: AttemptResult) {
+        self.report(result);
+    }
+
+    fn report(&mut self, result: AttemptResult) {
+        if let Some(mut f) = self.finished.take() {
+            f.result = result;
+            self.done.finished.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(f);
+            self.done.ready.notify_one();
+        }
+    }
+}
+
+impl Drop for DoneSlot {
+    fn drop(&mut self) {
+        self.report(AttemptResult::Other("connection task ended".to_owned()));
+    }
+}
+
 impl Engine {
     /// A loop with nothing in flight.
     pub(super) fn new(
@@ -192,6 +244,8 @@ impl Engine {
             in_flight: HashSet::new(),
             busy,
             attempts: JoinSet::new(),
+            done: Arc::new(Done::default()),
+            done_pending: 0,
             unsettled: VecDeque::new(),
             replies: Arc::new(Replies::default()),
             rng: rand::SeedableRng::from_os_rng(),
@@ -229,6 +283,7 @@ impl Engine {
                     joined.map_or_else(|e| lost(&e), Wake::Finished)
                 }
                 () = self.replies.ready.notified() => Wake::Replies,
+                () = self.done.ready.notified(), if self.done_pending > 0 => Wake::Replies,
                 () = tokio::time::sleep(deadline) => Wake::Other,
             };
             match wake {
@@ -298,6 +353,10 @@ impl Engine {
                     lost(&e);
                 }
             }
+        }
+        for f in self.done.take() {
+            self.done_pending = self.done_pending.saturating_sub(1);
+            self.finish(f);
         }
         for (shard, seq, ok) in self.replies.take() {
             self.settled(shard, seq, ok);
@@ -549,6 +608,28 @@ impl Engine {
                 target.endpoint = Some(Arc::clone(endpoint));
             }
         }
+        if attempt::is_h1(&target) {
+            // No task: the connection task reports to the loop (`Done`).
+            let mut event = event;
+            let attempts_made = event.attempts.saturating_add(1);
+            let body = std::mem::take(&mut event.body);
+            let slot = DoneSlot {
+                finished: Some(Finished {
+                    slot: (event.shard, event.seq),
+                    due_ms: event.due_ms,
+                    attempts_made,
+                    destination,
+                    key: event.key.clone(),
+                    received_at_ms: event.received_at_ms,
+                    // Replaced by the attempt's result (`DoneSlot::complete`).
+                    result: AttemptResult::Other(String::new()),
+                }),
+                done: Arc::clone(&self.done),
+            };
+            self.done_pending += 1;
+            attempt::send_h1(&target, &event, &body, attempts_made, super::h1::Reply::Loop(slot));
+            return true;
+        }
         let client = self.client.clone();
         self.attempts.spawn(attempt_task(client, target, event, destination));
         true
@@ -674,6 +755,12 @@ impl Engine {
                     lost(&e);
                 }
             }
+        }
+        // Every `http://` attempt reports once: answered, timed out at its deadline, or its
+        // connection task ended.
+        while self.done_pending > 0 {
+            self.done.ready.notified().await;
+            self.drain_ready();
         }
         let started = crate::clock::monotonic();
         self.offer_settlements();
@@ -827,10 +914,10 @@ fn group_of(key: &str, value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// Every attempt is a spawned task, so its future is moved into a fresh allocation per
-    /// attempt (tens of thousands per second): reqwest's and NATS's futures, about 10 KiB
-    /// together, are boxed inside it so that an attempt over the own HTTP/1.1 client copies
-    /// and allocates about a kilobyte (the target and the event, twice).
+    /// An `https://` or NATS attempt is a spawned task, so its future is moved into a fresh
+    /// allocation per attempt: reqwest's and NATS's futures, about 10 KiB together, are boxed
+    /// inside it so that the task copies and allocates about a kilobyte (the target and the
+    /// event, twice). (`http://` attempts are no tasks: `Done`.)
     #[test]
     fn an_attempt_task_is_small() {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -840,6 +927,38 @@ mod tests {
         let task = super::attempt_task(client, target, event, 0);
         let bytes = std::mem::size_of_val(&task);
         assert!(bytes <= 1536, "an attempt task's future is {bytes} bytes");
+    }
+
+    /// An `http://` attempt reports to the loop exactly once: with its result, or — its
+    /// connection task gone without answering — as a lost connection, like a task whose
+    /// oneshot sender was dropped.
+    #[test]
+    fn a_done_slot_reports_once_answered_or_dropped() {
+        use super::{AttemptResult, Done, DoneSlot, Finished};
+        let done = std::sync::Arc::new(Done::default());
+        let slot = |seq| DoneSlot {
+            finished: Some(Finished {
+                slot: (0, seq),
+                due_ms: 5,
+                attempts_made: 1,
+                destination: 0,
+                key: format!("t/s/{seq}"),
+                received_at_ms: 4,
+                result: AttemptResult::Other(String::new()),
+            }),
+            done: std::sync::Arc::clone(&done),
+        };
+        slot(1).complete(AttemptResult::Status { code: 204, retry_after: None });
+        drop(slot(2));
+        let reported: Vec<_> = done.take().into_iter().map(|f| (f.slot.1, f.result)).collect();
+        assert_eq!(
+            reported,
+            [
+                (1, AttemptResult::Status { code: 204, retry_after: None }),
+                (2, AttemptResult::Other("connection task ended".to_owned())),
+            ]
+        );
+        assert!(done.take().is_empty(), "each slot reports once");
     }
 
     /// Whether the loop would wake now: polls a fresh `notified()` once (taking a permit).

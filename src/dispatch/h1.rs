@@ -112,7 +112,34 @@ pub(super) struct Job {
     /// Answer deadline (the destination's `timeout` from the attempt's start).
     pub deadline: Instant,
     /// Receives the attempt's result exactly once.
-    pub reply: oneshot::Sender<AttemptResult>,
+    pub reply: Reply,
+}
+
+/// Where an attempt's result goes, exactly once.
+pub(super) enum Reply {
+    /// A task waiting for it (`attempt::send`); dropped unanswered, the task hears of it.
+    Task(oneshot::Sender<AttemptResult>),
+    /// Straight to the dispatcher loop (`engine::Done`), with no task per attempt; dropped
+    /// unanswered, it reports the connection task's end.
+    Loop(super::engine::DoneSlot),
+}
+
+impl Reply {
+    /// Delivers `result`.
+    pub(super) fn send(self, result: AttemptResult) {
+        match self {
+            Reply::Task(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Loop(slot) => slot.complete(result),
+        }
+    }
+}
+
+impl From<oneshot::Sender<AttemptResult>> for Reply {
+    fn from(tx: oneshot::Sender<AttemptResult>) -> Reply {
+        Reply::Task(tx)
+    }
 }
 
 /// A destination's connections: `ceil(concurrency_max / pipeline)` of them, each a task that
@@ -161,13 +188,13 @@ impl Route {
     /// Hands `job` to the least loaded connection.
     pub(super) fn send(&self, job: Job) {
         let Some(link) = self.links.iter().min_by_key(|l| l.load.load(Ordering::Relaxed)) else {
-            let _ = job.reply.send(AttemptResult::Other("no connection".to_owned()));
+            job.reply.send(AttemptResult::Other("no connection".to_owned()));
             return;
         };
         link.load.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = link.jobs.send(job) {
             link.load.fetch_sub(1, Ordering::Relaxed);
-            let _ = e.0.reply.send(AttemptResult::Other("connection task ended".to_owned()));
+            e.0.reply.send(AttemptResult::Other("connection task ended".to_owned()));
         }
     }
 }
@@ -259,7 +286,7 @@ impl Connection {
 
     fn reply(&self, job: Job, result: AttemptResult) {
         self.load.fetch_sub(1, Ordering::Relaxed);
-        let _ = job.reply.send(result);
+        job.reply.send(result);
     }
 
     async fn run(mut self) {

@@ -49,7 +49,7 @@ async fn send_all(route: &Route, tags: &[&str], timeout: Duration) -> Vec<Attemp
     for tag in tags {
         let (reply, rx) = oneshot::channel();
         let deadline = Instant::from_std(crate::clock::monotonic()) + timeout;
-        route.send(Job { request: request(tag), deadline, reply });
+        route.send(Job { request: request(tag), deadline, reply: reply.into() });
         answers.push(rx);
     }
     let mut out = Vec::new();
@@ -270,7 +270,7 @@ fn an_early_answer_to_an_unread_request_is_taken_and_ends_the_connection() {
         let big = large_request(64 << 20);
         let (reply, answer) = oneshot::channel();
         let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
-        route.send(Job { request: big, deadline, reply });
+        route.send(Job { request: big, deadline, reply: reply.into() });
         let got = tokio::time::timeout(secs(30), answer).await;
         assert_eq!(got.ok().and_then(Result::ok), Some(status(413)), "the early answer, in time");
         go.send(()).expect("server waiting");
@@ -290,7 +290,7 @@ fn an_answer_before_a_reset_is_not_lost() {
         let big = large_request(64 << 20);
         let (reply, answer) = oneshot::channel();
         let deadline = Instant::from_std(crate::clock::monotonic()) + secs(30);
-        route.send(Job { request: big, deadline, reply });
+        route.send(Job { request: big, deadline, reply: reply.into() });
         assert_eq!(answer.await.expect("answered"), status(413));
     });
 }
@@ -622,10 +622,10 @@ fn a_waiting_request_times_out_at_its_own_deadline() {
         let route = Route::new(endpoint, 1, 1);
         let now = Instant::from_std(crate::clock::monotonic());
         let (reply, _held) = oneshot::channel();
-        route.send(Job { request: request("held"), deadline: now + secs(60), reply });
+        route.send(Job { request: request("held"), deadline: now + secs(60), reply: reply.into() });
         let (reply, waiting) = oneshot::channel();
         let deadline = now + Duration::from_millis(300);
-        route.send(Job { request: request("short"), deadline, reply });
+        route.send(Job { request: request("short"), deadline, reply: reply.into() });
         let got = tokio::time::timeout(secs(20), waiting).await;
         assert_eq!(
             got.ok().and_then(Result::ok),
@@ -648,7 +648,7 @@ fn early_413_and_close_on_every_connection_answers_every_request() {
             let big = large_request(16 << 20);
             let (reply, answer) = oneshot::channel();
             let deadline = Instant::from_std(crate::clock::monotonic()) + secs(60);
-            route.send(Job { request: big, deadline, reply });
+            route.send(Job { request: big, deadline, reply: reply.into() });
             answers.push(answer);
         }
         for answer in answers {
