@@ -65,7 +65,9 @@ pub(super) async fn send(
     attempt: u32,
 ) -> AttemptResult {
     // The NATS and reqwest futures are boxed: unboxed they made this future (and so every
-    // spawned attempt, h1's included) about 10 KiB, copied on each spawn.
+    // spawned attempt task) about 10 KiB, copied on each spawn. The dispatcher loop hands
+    // `http://` attempts to `send_h1` itself (no task); this path serves them for callers
+    // that await one attempt.
     if let Some(nats) = &target.nats {
         return Box::pin(super::nats::publish(target, nats, event, body, attempt)).await;
     }

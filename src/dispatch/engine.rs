@@ -355,6 +355,7 @@ impl Engine {
             }
         }
         for f in self.done.take() {
+            debug_assert!(self.done_pending > 0, "an http:// attempt reported twice");
             self.done_pending = self.done_pending.saturating_sub(1);
             self.finish(f);
         }
@@ -748,18 +749,22 @@ impl Engine {
     /// Shutdown: no new attempts; running ones finish or time out; their settlements are offered
     /// for a bounded time, the rest left to the ledger (repeated after restart, same key).
     async fn drain_on_stop(&mut self) {
-        while let Some(joined) = self.attempts.join_next().await {
-            match joined {
-                Ok(f) => self.finish(f),
-                Err(e) => {
-                    lost(&e);
+        // Finished attempts are handled as they come, tasks (`https://`, NATS) and `http://`
+        // attempts alike; every `http://` attempt reports once: answered, timed out at its
+        // deadline, or its connection task ended.
+        self.drain_ready();
+        while !self.attempts.is_empty() || self.done_pending > 0 {
+            tokio::select! {
+                Some(joined) = self.attempts.join_next(), if !self.attempts.is_empty() => {
+                    match joined {
+                        Ok(f) => self.finish(f),
+                        Err(e) => {
+                            lost(&e);
+                        }
+                    }
                 }
+                () = self.done.ready.notified(), if self.done_pending > 0 => {}
             }
-        }
-        // Every `http://` attempt reports once: answered, timed out at its deadline, or its
-        // connection task ended.
-        while self.done_pending > 0 {
-            self.done.ready.notified().await;
             self.drain_ready();
         }
         let started = crate::clock::monotonic();
