@@ -55,7 +55,8 @@ pub(super) struct Target {
     pub endpoint: Option<std::sync::Arc<super::h1::Endpoint>>,
 }
 
-/// Sends attempt number `attempt` (1-based) of `event` and classifies the transport outcome.
+/// Sends attempt number `attempt` (1-based) of `event` to an `https://` or NATS destination
+/// and classifies the transport outcome (a plain `http://` destination goes to [`send_h1`]).
 /// Never returns the URL or payload in error texts.
 pub(super) async fn send(
     client: &reqwest::Client,
@@ -65,18 +66,10 @@ pub(super) async fn send(
     attempt: u32,
 ) -> AttemptResult {
     // The NATS and reqwest futures are boxed: unboxed they made this future (and so every
-    // spawned attempt task) about 10 KiB, copied on each spawn. The dispatcher loop hands
-    // `http://` attempts to `send_h1` itself (no task); this path serves them for callers
-    // that await one attempt.
+    // spawned attempt task) about 10 KiB, copied on each spawn. `http://` attempts do not come
+    // here: the dispatcher loop hands them to `send_h1` itself (no task).
     if let Some(nats) = &target.nats {
         return Box::pin(super::nats::publish(target, nats, event, body, attempt)).await;
-    }
-    if is_h1(target) {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        send_h1(target, event, &body, attempt, reply.into());
-        return answer
-            .await
-            .unwrap_or_else(|_| AttemptResult::Other("connection task ended".to_owned()));
     }
     let now_unix_s = crate::clock::now_unix_s();
     let headers = header_map(|emit| {

@@ -117,7 +117,7 @@ pub(super) struct Job {
 
 /// Where an attempt's result goes, exactly once.
 pub(super) enum Reply {
-    /// A task waiting for it (`attempt::send`); dropped unanswered, the task hears of it.
+    /// A task waiting for it; dropped unanswered, the task hears of it.
     Task(oneshot::Sender<AttemptResult>),
     /// Straight to the dispatcher loop (`engine::Done`), with no task per attempt; dropped
     /// unanswered, it reports the connection task's end.

@@ -58,22 +58,23 @@ fn bad_config_exits_2_and_names_every_field() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, BAD).expect("writing the config");
+    // The file, the unknown key and the bad duration are named.
+    refused_by_check_and_serve(&path, dir.path(), &["bad.toml", "colour", "backoff_min"]);
+    assert!(!dir.path().join("ledger").exists(), "serve created nothing for a bad config");
+}
+
+/// `check-config` and `serve` both refuse the config at `path` with exit 2, and each one's
+/// stderr holds every text of `says`.
+fn refused_by_check_and_serve(path: &std::path::Path, cwd: &std::path::Path, says: &[&str]) {
     let path_text = path.display().to_string();
     for command in ["check-config", "serve"] {
-        let out = hookwall(&[command, "-c", &path_text], dir.path());
+        let out = hookwall(&[command, "-c", &path_text], cwd);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{command}: exit code; stderr:\n{stderr}");
-        assert!(stderr.contains("bad.toml"), "{command}: the file is named; stderr:\n{stderr}");
-        assert!(
-            stderr.contains("colour"),
-            "{command}: the unknown key is named; stderr:\n{stderr}"
-        );
-        assert!(
-            stderr.contains("backoff_min"),
-            "{command}: the bad duration is named; stderr:\n{stderr}"
-        );
+        assert_eq!(out.status.code(), Some(2), "{command} {path_text}: exit code:\n{stderr}");
+        for text in says {
+            assert!(stderr.contains(text), "{command} {path_text}: says {text:?}:\n{stderr}");
+        }
     }
-    assert!(!dir.path().join("ledger").exists(), "serve created nothing for a bad config");
 }
 
 /// A `serve` that cannot start still says why when `HOOKWALL_LOG` hides its log (a mistyped
@@ -125,14 +126,7 @@ fn a_ledger_path_that_cannot_be_a_ledger_is_a_config_error() {
         assert!(text.contains(ledger), "the config names {ledger}:\n{text}");
         let path = dir.path().join("ledger-path.toml");
         std::fs::write(&path, text).expect("writing the config");
-        let path_text = path.display().to_string();
-        for command in ["check-config", "serve"] {
-            let out = hookwall(&[command, "-c", &path_text], dir.path());
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{command} {ledger}: exit code:\n{stderr}");
-            assert!(stderr.contains("ledger.path"), "{command} {ledger}: the field:\n{stderr}");
-            assert!(stderr.contains(says), "{command} {ledger}: says {says:?}:\n{stderr}");
-        }
+        refused_by_check_and_serve(&path, dir.path(), &["ledger.path", says]);
         let entries = std::fs::read_dir(dir.path().join("other")).expect("reading").count();
         assert_eq!(entries, 1, "{ledger}: nothing was written beside the foreign file");
     }
