@@ -389,6 +389,32 @@ impl Members {
     }
 }
 
+/// Bodies up to this many bytes are parsed with the thread's reused simd-json buffers; a
+/// larger one gets buffers of its own, freed with it, so one large delivery does not leave
+/// each ingress thread holding buffers its size (about 3× the body) for good.
+const REUSED_JSON_BUFFERS_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// simd-json's working buffers (structural indexes, string buffer, padded input copy,
+    /// stage-2 stack), reused by every parse on this thread: `simd_json::to_tape` allocates
+    /// four buffers the body's size per call, 0.24 µs of a 0.8 µs Stripe inspection
+    /// (`cargo bench --bench hot_path -- inspect`, docs/benchmarks.md run 32).
+    static JSON_BUFFERS: std::cell::RefCell<simd_json::Buffers> =
+        std::cell::RefCell::new(simd_json::Buffers::new(REUSED_JSON_BUFFERS_BYTES));
+}
+
+/// simd-json's tape of `scratch` (rewritten in place), parsed with this thread's reused
+/// buffers when it is at most [`REUSED_JSON_BUFFERS_BYTES`] long.
+///
+/// # Errors
+/// simd-json's error when `scratch` is not valid JSON.
+pub(crate) fn parse_tape(scratch: &mut [u8]) -> simd_json::Result<simd_json::tape::Tape<'_>> {
+    if scratch.len() > REUSED_JSON_BUFFERS_BYTES {
+        return simd_json::to_tape(scratch);
+    }
+    JSON_BUFFERS.with_borrow_mut(|buffers| simd_json::to_tape_with_buffers(scratch, buffers))
+}
+
 /// The id and type members of a JSON object body (see [`Members`]).
 struct BodyFields<'a> {
     id: Field<'a>,
@@ -404,7 +430,7 @@ impl<'a> BodyFields<'a> {
         scratch: &'a mut [u8],
         Members { container, id: id_member, kind: type_member }: Members,
     ) -> Result<BodyFields<'a>, SchemaReject> {
-        let tape = simd_json::to_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
+        let tape = parse_tape(scratch).map_err(|_| SchemaReject::NotJson)?;
         let top = tape.as_value().as_object().ok_or(SchemaReject::NotJson)?;
         let mut fields = BodyFields { id: Field::Absent, kind: Field::Absent };
         let object = match container {
@@ -740,6 +766,37 @@ mod tests {
         });
         let expect = expect.map(|(id, kind)| (id.to_owned(), kind.map(str::to_owned)));
         assert_eq!(got, expect, "{provider:?} {:?}", String::from_utf8_lossy(body));
+    }
+
+    /// The thread's reused simd-json buffers (REUSED_JSON_BUFFERS_BYTES) carry nothing from one
+    /// body to the next: failed parses (stopped in stage 1 and in stage 2), bodies that grow
+    /// the buffers, bodies over the reuse limit and small ones after them, on one thread, each
+    /// read exactly as on its own.
+    #[test]
+    fn reused_json_buffers_carry_nothing_between_bodies() {
+        let padding = |bytes: usize| format!(r#","pad":"{}""#, "p".repeat(bytes));
+        let grown = format!(r#"{{"id":"evt_grown","type":"t.grown"{}}}"#, padding(40 << 10));
+        let over = format!(
+            r#"{{"type":"t.over","id":"evt_over"{}}}"#,
+            padding(super::REUSED_JSON_BUFFERS_BYTES)
+        );
+        let escaped = br#"{"id":"evt_\u00e9\"q\"","type":"t.e"}"#;
+        let cases: &[(&[u8], Expect<'_>)] = &[
+            (br#"{"id":"evt_1","type":"a"}"#, Ok(("evt_1", Some("a")))),
+            (b"{\"id\":\"evt_\xff\"}", Err(SchemaReject::NotJson)),
+            (br#"{"id":"evt_2","type":"b","x":[1,2,{"y":"#, Err(SchemaReject::NotJson)),
+            (grown.as_bytes(), Ok(("evt_grown", Some("t.grown")))),
+            (br#"{"type":"c"}"#, Err(SchemaReject::NoEventId)),
+            (escaped, Ok(("evt_\u{e9}\"q\"", Some("t.e")))),
+            (over.as_bytes(), Ok(("evt_over", Some("t.over")))),
+            (br#"{"id":"evt_3"}"#, Ok(("evt_3", None))),
+            (br#"{"id":"evt_1","type":"a"}"#, Ok(("evt_1", Some("a")))),
+        ];
+        for _ in 0..2 {
+            for (body, expect) in cases {
+                check(Provider::Stripe, None, &[], body, *expect);
+            }
+        }
     }
 
     #[test]

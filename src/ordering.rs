@@ -85,7 +85,7 @@ impl OrderingKey {
     /// input, R1). `None` when the document does not parse or holds no string, number or
     /// boolean at the pointer (the event is then unordered).
     pub fn value_in(&self, mut scratch: Vec<u8>) -> Option<String> {
-        let tape = simd_json::to_tape(&mut scratch).ok()?;
+        let tape = crate::inspect::parse_tape(&mut scratch).ok()?;
         let mut value = tape.as_value();
         for token in &self.tokens {
             value = if let Some(object) = value.as_object() {
