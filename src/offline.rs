@@ -58,7 +58,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
         Ok(key) => key,
         Err(why) => return Verdict::Usage(format!("--secret: {why}")),
     };
-    let mut headers = Vec::with_capacity(captured.headers.len());
+    let mut headers = crate::http::Headers::with_capacity(captured.headers.len(), 0);
     for (n, line) in captured.headers.iter().enumerate() {
         let Some((name, value)) = line.split_once(':') else {
             // Not echoed: a mistyped `Authorization` line is a credential.
@@ -83,7 +83,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
                 n + 1
             ));
         }
-        headers.push((name.to_ascii_lowercase(), value.trim().as_bytes().to_vec()));
+        headers.push(name, value.trim().as_bytes());
     }
     let source = SourceConfig {
         id: "offline".to_owned(),
@@ -108,7 +108,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
     };
     // The server refuses a declared encoding from the head (415, docs/providers.md
     // "Compressed bodies"): say so rather than judge bytes it would never verify.
-    let mut encodings = req.headers.iter().filter(|(name, _)| name == "content-encoding");
+    let mut encodings = req.headers.iter().filter(|(name, _)| *name == "content-encoding");
     if encodings.any(|(_, value)| crate::http::is_content_encoded(value)) {
         return Verdict::Rejected(
             "unsupported_encoding: the delivery declares a Content-Encoding other than identity; \

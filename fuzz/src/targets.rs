@@ -142,12 +142,14 @@ pub fn form_body(data: &[u8]) {
     let req = Request {
         method: "POST".to_owned(),
         target: "/webhooks/s".to_owned(),
-        headers: vec![
+        headers: [
             ("content-type".to_owned(), content_type.to_vec()),
             ("x-github-delivery".to_owned(), b"72d3162e".to_vec()),
             ("x-github-event".to_owned(), b"push".to_vec()),
             ("x-hub-signature-256".to_owned(), format!("sha256={}", hex::encode(mac)).into_bytes()),
-        ],
+        ]
+        .into_iter()
+        .collect(),
         body: body.to_vec(),
         keep_alive: true,
     };

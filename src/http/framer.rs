@@ -7,7 +7,7 @@
 //! back to `Head` for the next pipelined request. Any error is sticky: the connection is answered
 //! and closed.
 
-use super::{FrameError, Head, Limits, Request};
+use super::{FrameError, Head, Headers, Limits, Request};
 use crate::answer::Answer;
 use crate::limits::HEADER_COUNT_MAX;
 
@@ -98,7 +98,7 @@ enum Line {
 /// A parsed head: what the caller sees, the stored headers, and how to read the body.
 struct ParsedHead {
     head: Head,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Headers,
     len: usize,
 }
 
@@ -182,9 +182,12 @@ fn read_head(input: &[u8], limits: Limits) -> (State, usize, Frame) {
 /// `Ok(None)` means incomplete (and still within the limit).
 fn parse_head(input: &[u8], limits: Limits) -> Result<Option<ParsedHead>, FrameError> {
     let window = &input[..input.len().min(limits.header_bytes_max)];
-    let mut slots = [httparse::EMPTY_HEADER; HEADER_COUNT_MAX];
-    let mut request = httparse::Request::new(&mut slots);
-    match request.parse(window) {
+    // Uninitialised slots: httparse writes the ones it fills, and initialising all 64 cost a
+    // 2 KiB store per parse attempt.
+    let mut slots =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADER_COUNT_MAX];
+    let mut request = httparse::Request::new(&mut []);
+    match request.parse_with_uninit_headers(window, &mut slots) {
         Ok(httparse::Status::Complete(len)) => build_head(&request, len).map(Some),
         Ok(httparse::Status::Partial) if input.len() >= limits.header_bytes_max => {
             Err(FrameError::HeadersTooLarge)
@@ -205,10 +208,11 @@ fn build_head(request: &httparse::Request<'_, '_>, len: usize) -> Result<ParsedH
         return Err(FrameError::BadRequest);
     };
     let mut fields = Fields::default();
-    let mut headers = Vec::with_capacity(request.headers.len());
+    let bytes = request.headers.iter().map(|h| h.name.len() + h.value.len()).sum();
+    let mut headers = Headers::with_capacity(request.headers.len(), bytes);
     for header in request.headers.iter() {
         fields.add(header.name, header.value)?;
-        headers.push((header.name.to_ascii_lowercase(), header.value.to_vec()));
+        headers.push(header.name, header.value);
     }
     let http_11 = match version {
         0 => false,
@@ -230,7 +234,7 @@ fn build_head(request: &httparse::Request<'_, '_>, len: usize) -> Result<ParsedH
 
 /// The state after a head: read its body, or fail at once with `TooLarge` when the declared
 /// `Content-Length` is over `body_bytes_max` (R24: 413 before any body byte is buffered).
-fn body_state(head: &Head, headers: Vec<(String, Vec<u8>)>, limits: Limits) -> State {
+fn body_state(head: &Head, headers: Headers, limits: Limits) -> State {
     let phase = match head.content_length {
         _ if head.chunked => Phase::ChunkSize,
         None => Phase::Length { remaining: 0 },

@@ -29,7 +29,7 @@ pub struct Request {
     /// (`http://hookwall.example:8080/webhooks/stripe-billing`, RFC 9112 §3.2.2).
     pub target: String,
     /// Headers in arrival order; names lowercased, values as raw bytes.
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Headers,
     /// The body bytes signatures are checked over (after de-chunking).
     pub body: Vec<u8>,
     /// Whether the connection stays open after the answer (HTTP/1.1 default unless
@@ -40,7 +40,7 @@ pub struct Request {
 impl Request {
     /// The first value of header `name` (give it lowercase).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+        self.headers.values(name).next()
     }
 
     /// The first value of header `name` as UTF-8, `None` if absent or not UTF-8.
@@ -50,12 +50,81 @@ impl Request {
 
     /// Every value of header `name`, in arrival order.
     pub fn headers_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers.iter().filter(move |(n, _)| n == name).map(|(_, v)| v.as_slice())
+        self.headers.values(name)
     }
 
     /// The path part of the target (see [`target_path`]).
     pub fn path(&self) -> &str {
         target_path(&self.target)
+    }
+}
+
+/// A request's header fields in arrival order, names lowercased, values as raw bytes, stored
+/// in one buffer: the framer copies a head's fields with two allocations instead of two per
+/// field (docs/benchmarks.md run 32).
+///
+/// Build one with [`Headers::push`] or by collecting `(name, value)` pairs; read it with
+/// [`Headers::iter`] (or [`Request::header`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers {
+    /// Every field's lowercased name followed by its value, field after field.
+    bytes: Vec<u8>,
+    /// Per field: where its name starts, where its name ends (and its value starts), where
+    /// its value ends, as offsets into `bytes`.
+    fields: Vec<[usize; 3]>,
+}
+
+impl Headers {
+    /// Room for `fields` fields of `bytes` bytes (names plus values) in all.
+    pub fn with_capacity(fields: usize, bytes: usize) -> Headers {
+        Headers { bytes: Vec::with_capacity(bytes), fields: Vec::with_capacity(fields) }
+    }
+
+    /// Appends a field; `name` is stored lowercased (ASCII).
+    pub fn push(&mut self, name: &str, value: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
+        let name_end = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.fields.push([start, name_end, self.bytes.len()]);
+    }
+
+    /// The fields in arrival order: (lowercased name, raw value).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.fields.iter().map(|&[start, name_end, end]| {
+            // Names were pushed as `&str` and lowercased byte by byte (ASCII only), so the
+            // range is UTF-8; an empty name is what a broken range would read as.
+            let name = std::str::from_utf8(&self.bytes[start..name_end]).unwrap_or("");
+            (name, &self.bytes[name_end..end])
+        })
+    }
+
+    /// Every value of the fields named `name` (give it lowercase), in arrival order.
+    pub fn values<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
+        self.fields
+            .iter()
+            .filter(move |&&[start, name_end, _]| &self.bytes[start..name_end] == name.as_bytes())
+            .map(|&[_, name_end, end]| &self.bytes[name_end..end])
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}
+
+impl<N: AsRef<str>, V: AsRef<[u8]>> FromIterator<(N, V)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(pairs: I) -> Headers {
+        let mut headers = Headers::default();
+        for (name, value) in pairs {
+            headers.push(name.as_ref(), value.as_ref());
+        }
+        headers
     }
 }
 
@@ -141,7 +210,7 @@ fn strip_http_scheme(target: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Head, Request};
+    use super::{Head, Headers, Request};
 
     /// `target` must route as `path` through both [`Head::path`] and [`Request::path`].
     fn check(target: &str, path: &str) {
@@ -157,12 +226,57 @@ mod tests {
         let request = Request {
             method: "POST".to_owned(),
             target: target.to_owned(),
-            headers: Vec::new(),
+            headers: super::Headers::default(),
             body: Vec::new(),
             keep_alive: true,
         };
         assert_eq!(head.path(), path, "Head::path of {target:?}");
         assert_eq!(request.path(), path, "Request::path of {target:?}");
+    }
+
+    /// Headers keep arrival order, lowercase names (never values), keep raw and empty values,
+    /// and find every value of a repeated name, through each way of building them.
+    #[test]
+    fn headers_keep_order_names_and_raw_values() {
+        let mut pushed = Headers::with_capacity(1, 4);
+        pushed.push("Stripe-Signature", b"t=1,V1=AbC");
+        pushed.push("x-EMPTY", b"");
+        pushed.push("stripe-signature", b"\xff second");
+        let collected: Headers = [
+            ("Stripe-Signature", &b"t=1,V1=AbC"[..]),
+            ("x-EMPTY", b""),
+            ("stripe-signature", b"\xff second"),
+        ]
+        .into_iter()
+        .collect();
+        for headers in [&pushed, &collected] {
+            let fields: Vec<(&str, &[u8])> = headers.iter().collect();
+            assert_eq!(
+                fields,
+                [
+                    ("stripe-signature", &b"t=1,V1=AbC"[..]),
+                    ("x-empty", b""),
+                    ("stripe-signature", b"\xff second")
+                ]
+            );
+            assert_eq!(headers.len(), 3);
+            let request = Request {
+                method: "POST".to_owned(),
+                target: "/".to_owned(),
+                headers: headers.clone(),
+                body: Vec::new(),
+                keep_alive: true,
+            };
+            assert_eq!(request.header("stripe-signature"), Some(&b"t=1,V1=AbC"[..]));
+            assert_eq!(request.header("x-empty"), Some(&b""[..]));
+            assert_eq!(request.header("Stripe-Signature"), None, "lookups give lowercase names");
+            assert_eq!(request.header("stripe"), None, "no prefix match");
+            assert_eq!(request.header("stripe-signaturex"), None);
+            let all: Vec<&[u8]> = request.headers_all("stripe-signature").collect();
+            assert_eq!(all, [&b"t=1,V1=AbC"[..], b"\xff second"]);
+        }
+        assert_eq!(pushed, collected);
+        assert!(Headers::default().is_empty());
     }
 
     #[test]

@@ -495,10 +495,10 @@ mod tests {
         );
         let config = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None)
             .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
-        let mut headers: Vec<(String, Vec<u8>)> =
-            signed.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec())).collect();
+        let mut headers: crate::http::Headers =
+            signed.iter().map(|(n, v)| (&**n, v.as_bytes())).collect();
         // The signer's default URL is `http://127.0.0.1/`.
-        headers.push(("host".to_owned(), b"127.0.0.1".to_vec()));
+        headers.push("host", b"127.0.0.1");
         let req = Request {
             method: "POST".to_owned(),
             target: "/".to_owned(),

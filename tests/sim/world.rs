@@ -366,12 +366,14 @@ impl World {
         let req = Request {
             method: "POST".to_owned(),
             target: "/webhooks/gh".to_owned(),
-            headers: vec![
-                ("content-type".to_owned(), b"application/json".to_vec()),
-                ("x-github-event".to_owned(), b"push".to_vec()),
-                ("x-github-delivery".to_owned(), id.clone().into_bytes()),
-                ("x-hub-signature-256".to_owned(), signature.into_bytes()),
-            ],
+            headers: [
+                ("content-type", b"application/json".to_vec()),
+                ("x-github-event", b"push".to_vec()),
+                ("x-github-delivery", id.clone().into_bytes()),
+                ("x-hub-signature-256", signature.into_bytes()),
+            ]
+            .into_iter()
+            .collect(),
             body: body.clone(),
             keep_alive: true,
         };
