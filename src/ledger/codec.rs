@@ -484,7 +484,9 @@ impl<'a> Dec<'a> {
 
 /// Encodes a claim (`claims/s` value).
 pub fn encode_claim(c: &Claim) -> Vec<u8> {
-    let mut e = Enc::new(96 + c.secret_id.len());
+    let error = c.last_error.as_ref().map_or(0, String::len);
+    let ordering = c.ordering.as_ref().map_or(0, |o| 12 + o.value.len());
+    let mut e = Enc::new(96 + c.secret_id.len() + error + ordering);
     e.u8(c.state.tag());
     e.u32(c.attempts);
     e.fixed(&c.fingerprint);
@@ -533,7 +535,8 @@ pub fn decode_claim(v: &[u8]) -> Result<Claim, DecodeError> {
 
 /// Encodes an inbox record (`inbox/s` value).
 pub fn encode_inbox(r: &InboxRecord) -> Vec<u8> {
-    let mut e = Enc::new(64 + r.key.len() + r.secret_id.len() + r.body.len());
+    let texts = r.key.len() + r.secret_id.len() + r.event_type.as_ref().map_or(0, String::len);
+    let mut e = Enc::new(64 + texts + r.content_type.as_ref().map_or(0, Vec::len) + r.body.len());
     e.bytes(r.key.as_bytes());
     e.u32(r.source);
     e.u64(r.received_at_ms);
@@ -885,6 +888,65 @@ mod tests {
         };
         check(&t, encode_attempt, decode_attempt);
         check(&AttemptRecord { error: None, ..t }, encode_attempt, decode_attempt);
+    }
+
+    /// Each encoder sizes its buffer once, counting every variable field: with every text 300
+    /// bytes long, a field left out of the estimate makes the buffer grow (doubling, a copy of
+    /// the whole value, the body included for inbox records), which leaves it far over the
+    /// value's length.
+    #[test]
+    fn encoders_size_their_buffer_once() {
+        let text = || "x".repeat(300);
+        let once = |what: &str, bytes: Vec<u8>| {
+            assert!(
+                bytes.capacity() <= bytes.len() + 128,
+                "{what}: {} bytes in a buffer of {}: the estimate missed a field",
+                bytes.len(),
+                bytes.capacity()
+            );
+        };
+        let ordering = Some(OrderPlace { value: text(), stamp: 1 });
+        let c = Claim { secret_id: text(), last_error: Some(text()), ordering, ..claim() };
+        once("claim", encode_claim(&c));
+        once("schedule", encode_schedule(&c));
+        let r = InboxRecord {
+            key: text(),
+            secret_id: text(),
+            event_type: Some(text()),
+            content_type: Some(text().into_bytes()),
+            body: text().into_bytes(),
+            ..inbox()
+        };
+        once("inbox", encode_inbox(&r));
+        let q = QuarantineRecord {
+            key: text(),
+            source: 0,
+            first_fingerprint: [1; 32],
+            new_fingerprint: [2; 32],
+            received_at_ms: 9,
+        };
+        once("quarantine", encode_quarantine(&q));
+        let reject = RejectRecord {
+            source: 4,
+            received_at_ms: 10,
+            reason: text(),
+            event_id: Some(text()),
+            body_bytes: 77,
+            fingerprint: [3; 32],
+        };
+        once("reject", encode_reject(&reject));
+        let a = AuditRecord {
+            at_ms: 11,
+            actor: text(),
+            action: text(),
+            key: Some(text()),
+            destination: Some(text()),
+            reason: Some(text()),
+            state_before: Some(text()),
+        };
+        once("audit", encode_audit(&a));
+        let t = AttemptRecord { attempt: 2, at_ms: 12, outcome: text(), error: Some(text()) };
+        once("attempt", encode_attempt(&t));
     }
 
     #[test]
