@@ -391,14 +391,22 @@ impl Members {
 
 /// Bodies up to this many bytes are parsed with the thread's reused simd-json buffers; a
 /// larger one gets buffers of its own, freed with it, so one large delivery does not leave
-/// each ingress thread holding buffers its size (about 3× the body) for good.
+/// each ingress thread holding buffers sized for it for good.
 const REUSED_JSON_BUFFERS_BYTES: usize = 64 << 10;
+
+/// Structural characters (`{`, `:`, `,`, string and value starts…) a parse may leave in the
+/// thread's buffers. simd-json sizes the next tape by the previous parse's count (24 bytes
+/// each), so after a denser body the buffers are replaced: a 64 KiB array of zeros would
+/// otherwise make every later small body allocate a 1.5 MiB tape, and keep a 256 KiB index.
+const REUSED_JSON_STRUCTURALS_MAX: usize = 4096;
 
 thread_local! {
     /// simd-json's working buffers (structural indexes, string buffer, padded input copy,
-    /// stage-2 stack), reused by every parse on this thread: `simd_json::to_tape` allocates
-    /// four buffers the body's size per call, 0.24 µs of a 0.8 µs Stripe inspection
-    /// (`cargo bench --bench hot_path -- inspect`, docs/benchmarks.md run 32).
+    /// stage-2 stack), reused by every parse on this thread: `simd_json::to_tape` makes them
+    /// anew per call (two of them the body's size), 0.24 µs of a 0.8 µs Stripe inspection
+    /// (`cargo bench --bench hot_path -- inspect`, docs/benchmarks.md run 32). Held: about
+    /// 130 KiB per thread from its first parse, at most about 200 KiB (the two 64 KiB buffers,
+    /// an index of up to [`REUSED_JSON_STRUCTURALS_MAX`] entries, the stage-2 stack).
     static JSON_BUFFERS: std::cell::RefCell<simd_json::Buffers> =
         std::cell::RefCell::new(simd_json::Buffers::new(REUSED_JSON_BUFFERS_BYTES));
 }
@@ -412,7 +420,14 @@ pub(crate) fn parse_tape(scratch: &mut [u8]) -> simd_json::Result<simd_json::tap
     if scratch.len() > REUSED_JSON_BUFFERS_BYTES {
         return simd_json::to_tape(scratch);
     }
-    JSON_BUFFERS.with_borrow_mut(|buffers| simd_json::to_tape_with_buffers(scratch, buffers))
+    JSON_BUFFERS.with_borrow_mut(|buffers| {
+        let tape = simd_json::to_tape_with_buffers(scratch, buffers);
+        // The tape borrows `scratch`, not the buffers: they may be replaced under it.
+        if buffers.structural_indexes().len() > REUSED_JSON_STRUCTURALS_MAX {
+            *buffers = simd_json::Buffers::new(REUSED_JSON_BUFFERS_BYTES);
+        }
+        tape
+    })
 }
 
 /// The id and type members of a JSON object body (see [`Members`]).
@@ -769,13 +784,21 @@ mod tests {
     }
 
     /// The thread's reused simd-json buffers (REUSED_JSON_BUFFERS_BYTES) carry nothing from one
-    /// body to the next: failed parses (stopped in stage 1 and in stage 2), bodies that grow
-    /// the buffers, bodies over the reuse limit and small ones after them, on one thread, each
-    /// read exactly as on its own.
+    /// body to the next: failed parses (stopped in stage 1 and in stage 2), a body with more
+    /// structurals than the buffers were made for (they grow), one with more than are kept
+    /// (REUSED_JSON_STRUCTURALS_MAX: the buffers are replaced), one over the reuse limit and
+    /// small ones after each, on one thread, each read exactly as on its own; and a dense body
+    /// leaves no index of its size behind.
     #[test]
     fn reused_json_buffers_carry_nothing_between_bodies() {
         let padding = |bytes: usize| format!(r#","pad":"{}""#, "p".repeat(bytes));
-        let grown = format!(r#"{{"id":"evt_grown","type":"t.grown"{}}}"#, padding(40 << 10));
+        let zeros = |n: usize| format!(r#","zeros":[{}0]"#, "0,".repeat(n));
+        let structurals = || super::JSON_BUFFERS.with_borrow(|b| b.structural_indexes().len());
+        let grown = format!(r#"{{"id":"evt_grown","type":"t.grown"{}}}"#, zeros(1500));
+        let dense = format!(
+            r#"{{"id":"evt_dense","type":"t.dense"{}}}"#,
+            zeros(super::REUSED_JSON_STRUCTURALS_MAX)
+        );
         let over = format!(
             r#"{{"type":"t.over","id":"evt_over"{}}}"#,
             padding(super::REUSED_JSON_BUFFERS_BYTES)
@@ -787,6 +810,8 @@ mod tests {
             (br#"{"id":"evt_2","type":"b","x":[1,2,{"y":"#, Err(SchemaReject::NotJson)),
             (grown.as_bytes(), Ok(("evt_grown", Some("t.grown")))),
             (br#"{"type":"c"}"#, Err(SchemaReject::NoEventId)),
+            (dense.as_bytes(), Ok(("evt_dense", Some("t.dense")))),
+            (br#"{"id":"evt_4","type":"d"}"#, Ok(("evt_4", Some("d")))),
             (escaped, Ok(("evt_\u{e9}\"q\"", Some("t.e")))),
             (over.as_bytes(), Ok(("evt_over", Some("t.over")))),
             (br#"{"id":"evt_3"}"#, Ok(("evt_3", None))),
@@ -795,8 +820,16 @@ mod tests {
         for _ in 0..2 {
             for (body, expect) in cases {
                 check(Provider::Stripe, None, &[], body, *expect);
+                assert!(
+                    structurals() <= super::REUSED_JSON_STRUCTURALS_MAX,
+                    "{} structurals kept after a {}-byte body",
+                    structurals(),
+                    body.len()
+                );
             }
         }
+        check(Provider::Stripe, None, &[], grown.as_bytes(), Ok(("evt_grown", Some("t.grown"))));
+        assert!(structurals() > 1500, "the grown body's index is kept: {}", structurals());
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl Request {
 ///
 /// Build one with [`Headers::push`] or by collecting `(name, value)` pairs; read it with
 /// [`Headers::iter`] (or [`Request::header`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Headers {
     /// Every field's lowercased name followed by its value, field after field.
     bytes: Vec<u8>,
@@ -115,6 +115,14 @@ impl Headers {
     /// Whether there are no fields.
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty()
+    }
+}
+
+/// As the `(name, value)` pairs they hold (values lossily as UTF-8), not as the buffer and its
+/// offsets.
+impl std::fmt::Debug for Headers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter().map(|(n, v)| (n, String::from_utf8_lossy(v)))).finish()
     }
 }
 
@@ -277,6 +285,10 @@ mod tests {
         }
         assert_eq!(pushed, collected);
         assert!(Headers::default().is_empty());
+        assert_eq!(
+            format!("{pushed:?}"),
+            "[(\"stripe-signature\", \"t=1,V1=AbC\"), (\"x-empty\", \"\"), (\"stripe-signature\", \"\u{fffd} second\")]"
+        );
     }
 
     #[test]
