@@ -129,6 +129,26 @@ pub struct Claim {
     pub ordering: Option<OrderPlace>,
 }
 
+impl Claim {
+    /// Whether this stored claim may have a delivered mark ([`delivered_mark_key`]) that
+    /// settles it: only a claim as admitted (or replayed) without an error is delivered that
+    /// way, so only such a claim's reader needs to look for one.
+    pub fn may_be_marked_delivered(&self) -> bool {
+        self.state == EventState::Received && self.last_error.is_none()
+    }
+
+    /// This claim as its delivered mark settled it: what `decide::transition` would have
+    /// written for the delivery (delivered, its attempts and time, no next attempt, out of its
+    /// ordering group).
+    pub fn mark_delivered(&mut self, mark: &AttemptRecord) {
+        self.state = EventState::Delivered;
+        self.attempts = mark.attempt;
+        self.delivered_at_ms = Some(mark.at_ms);
+        self.next_attempt_ms = None;
+        self.ordering = None;
+    }
+}
+
 /// Where an ordered event stands in its group (R22): its group (`tenant/source` ‖ ordering
 /// value) and its admission stamp, which orders the group's events across shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,6 +284,25 @@ pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
     k[8..16].copy_from_slice(&at_ms.to_be_bytes());
     k[16..].copy_from_slice(&attempt.to_be_bytes());
     k
+}
+
+/// Key in `inbox/s` of an event's delivered mark: `attempt_key(seq, u64::MAX, u32::MAX)`, so it
+/// sorts after every attempt record of the seq and reads as the last entry of its history.
+///
+/// A first delivery of an event whose claim says `received` without an error is recorded as
+/// this mark (an [`AttemptRecord`] with outcome [`ATTEMPT_DELIVERED`]) instead of a rewritten
+/// claim: keys in seq order are cheap memtable inserts, a claim's random key is not
+/// (docs/benchmarks.md, runs 32–33). The claim stays as admitted; every claim read overlays the
+/// mark ([`Claim::delivered_by`]). The mark is deleted only with its claim.
+pub fn delivered_mark_key(seq: u64) -> [u8; 20] {
+    attempt_key(seq, u64::MAX, u32::MAX)
+}
+
+/// The value of a delivered mark: attempt `attempt` delivered at `at_ms`.
+pub fn encode_delivered_mark(attempt: u32, at_ms: u64) -> Vec<u8> {
+    let record =
+        AttemptRecord { attempt, at_ms, outcome: ATTEMPT_DELIVERED.to_owned(), error: None };
+    encode_attempt(&record)
 }
 
 /// What an expiry entry expires once its time has come (R25).

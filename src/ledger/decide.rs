@@ -41,7 +41,8 @@ pub const SWEEP_BATCH_MAX: usize = 4096;
 pub enum Col {
     /// `claims/s`: idempotency key → claim.
     Claims,
-    /// `inbox/s`: seq → inbox record; seq ‖ time ‖ attempt → attempt record.
+    /// `inbox/s`: seq → inbox record; seq ‖ time ‖ attempt → attempt record; seq ‖ 0xFF… →
+    /// delivered mark (`codec::delivered_mark_key`).
     Inbox,
     /// `schedule/s`: due ms ‖ seq → attempts made and ordering place (`codec::ScheduleValue`).
     Schedule,
@@ -488,25 +489,18 @@ impl Shard {
         Ok(())
     }
 
-    /// The stored claim of `key`. A claim that fails to decode is a broken invariant: panic
-    /// rather than ever overwrite it.
+    /// The claim of `key` as it stands: the stored claim, settled by its delivered mark if it
+    /// has one (`codec::delivered_mark_key`). A claim or mark that fails to decode is a
+    /// broken invariant: panic rather than ever overwrite it.
     fn read_claim<S: ShardStore>(&self, s: &S, key: &str) -> Result<Option<Claim>, S::Error> {
-        let Some(c) = s.get(Col::Claims, key.as_bytes(), codec::decode_claim)? else {
-            return Ok(None);
-        };
-        match c {
-            Ok(c) => Ok(Some(c)),
-            Err(e) => panic!(
-                "ledger shard {}: a stored claim fails to decode ({e}); refusing to overwrite it",
-                self.shard
-            ),
-        }
+        read_claim(s, self.shard, key)
     }
 
     fn admit<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, a: Admission) {
         let first = match d.claims.get(&a.key) {
             Some(c) => Some(c.fingerprint),
-            None => match self.read_claim(s, &a.key) {
+            // The fingerprint is all an admission needs: no look for a delivered mark.
+            None => match read_stored_claim(s, self.shard, &a.key) {
                 Ok(c) => c.map(|c| c.fingerprint),
                 Err(e) => {
                     tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the admission is answered unavailable.");
@@ -664,6 +658,12 @@ impl Shard {
     ) {
         let key = st.key;
         let sk = codec::schedule_key(st.due_ms, st.seq);
+        // A first delivery (the claim as admitted or replayed, without an error) is written as
+        // the event's delivered mark, in seq order, not as a rewrite of the claim's random key:
+        // 1.5 µs of the writer per forwarded event (docs/benchmarks.md run 33). Every claim
+        // read overlays the mark (`read_claim`).
+        let marked =
+            matches!(st.outcome, Outcome::Delivered { .. }) && claim.may_be_marked_delivered();
         claim.attempts = st.attempts;
         // A delivery is not written to the history: delivered is terminal (no replay, no
         // drop), so the claim says it all (attempts, delivered_at_ms) and the history view
@@ -699,7 +699,13 @@ impl Shard {
                 self.count_dead(s, d, claim.source);
             }
         }
-        s.put(&mut d.batch, Col::Claims, key.as_bytes(), &codec::encode_claim(&claim));
+        match (marked, claim.delivered_at_ms) {
+            (true, Some(at_ms)) => {
+                let mark = codec::encode_delivered_mark(claim.attempts, at_ms);
+                s.put(&mut d.batch, Col::Inbox, &codec::delivered_mark_key(claim.seq), &mark);
+            }
+            _ => s.put(&mut d.batch, Col::Claims, key.as_bytes(), &codec::encode_claim(&claim)),
+        }
         d.claims.insert(key, claim);
         d.durable_writes += 1;
         d.settlements.push((st.reply, true));
@@ -936,10 +942,17 @@ impl Shard {
             // The event is forgotten: its claim, and whatever payload is left (none when the
             // payload has its own blind entry). The inbox record and its attempt history sort
             // in [seq, seq + 1).
+            // A delivered mark goes with its claim, never with the payload: without it the
+            // claim would read `received` again, and its identity never expire.
+            let mark = codec::delivered_mark_key(seq);
             match kind {
-                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
+                ExpiryKind::Identity => {
+                    s.delete(&mut batch, Col::Claims, key.as_bytes());
+                    s.delete(&mut batch, Col::Inbox, &mark);
+                }
                 ExpiryKind::DeliveredIdentity => {
                     s.delete(&mut batch, Col::Claims, key.as_bytes());
+                    s.delete(&mut batch, Col::Inbox, &mark);
                     removed += 1;
                     return ControlFlow::Continue(());
                 }
@@ -952,6 +965,9 @@ impl Shard {
             // after 2 M events).
             let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
             let payload = s.scan(Col::Inbox, &from, &to, &mut |k, _| {
+                if matches!(kind, ExpiryKind::Payload | ExpiryKind::DeliveredPayload) && k == mark {
+                    return ControlFlow::Continue(());
+                }
                 s.delete(&mut batch, Col::Inbox, k);
                 ControlFlow::Continue(())
             });
@@ -1103,17 +1119,56 @@ pub fn schedule_key(due_ms: u64, seq: u64) -> [u8; 16] {
 /// # Errors
 /// A failed read. A claim that does not decode panics (broken invariant).
 pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Error> {
-    s.get(Col::Claims, key.as_bytes(), |v| {
-        let c = codec::decode_claim(v).expect("a stored claim decodes");
-        ClaimView {
-            state: c.state,
-            seq: c.seq,
-            attempts: c.attempts,
-            fingerprint: c.fingerprint,
-            received_at_ms: c.received_at_ms,
-            next_attempt_ms: c.next_attempt_ms,
+    Ok(read_claim(s, 0, key)?.map(|c| ClaimView {
+        state: c.state,
+        seq: c.seq,
+        attempts: c.attempts,
+        fingerprint: c.fingerprint,
+        received_at_ms: c.received_at_ms,
+        next_attempt_ms: c.next_attempt_ms,
+    }))
+}
+
+/// The claim of `key` in shard `shard`'s store as it stands: the stored claim, settled by its
+/// delivered mark when it may have one and has (`codec::delivered_mark_key`).
+///
+/// # Errors
+/// A failed read. A claim or mark that does not decode panics (a broken invariant: never
+/// overwrite it).
+fn read_claim<S: ShardStore>(s: &S, shard: usize, key: &str) -> Result<Option<Claim>, S::Error> {
+    let Some(mut claim) = read_stored_claim(s, shard, key)? else {
+        return Ok(None);
+    };
+    if claim.may_be_marked_delivered() {
+        let mark_key = codec::delivered_mark_key(claim.seq);
+        if let Some(mark) = s.get(Col::Inbox, &mark_key, codec::decode_attempt)? {
+            let mark = mark.unwrap_or_else(|e| {
+                panic!("ledger shard {shard}: a delivered mark fails to decode ({e})")
+            });
+            claim.mark_delivered(&mark);
         }
-    })
+    }
+    Ok(Some(claim))
+}
+
+/// The claim of `key` as stored, without its delivered mark (enough for its fingerprint).
+///
+/// # Errors
+/// A failed read. A claim that does not decode panics.
+fn read_stored_claim<S: ShardStore>(
+    s: &S,
+    shard: usize,
+    key: &str,
+) -> Result<Option<Claim>, S::Error> {
+    let Some(c) = s.get(Col::Claims, key.as_bytes(), codec::decode_claim)? else {
+        return Ok(None);
+    };
+    match c {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => panic!(
+            "ledger shard {shard}: a stored claim fails to decode ({e}); refusing to overwrite it"
+        ),
+    }
 }
 
 /// Up to `limit` due events of shard `shard` in the store, as `Inbox::due` yields them from

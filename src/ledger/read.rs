@@ -130,7 +130,36 @@ impl Ledger {
             return Ok(None);
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
+        let c = self.with_delivered_mark(shard, c, None)?;
         Ok(Some(view(key.to_owned(), shard, c)))
+    }
+
+    /// `claim` settled by its delivered mark, when it may have one and has
+    /// (`codec::delivered_mark_key`), read at `snap` if given.
+    ///
+    /// # Errors
+    /// [`Error::Storage`], [`Error::Corrupt`] when the mark does not decode.
+    fn with_delivered_mark(
+        &self,
+        shard: usize,
+        mut claim: codec::Claim,
+        snap: Option<&rocksdb::SnapshotWithThreadMode<'_, rocksdb::DB>>,
+    ) -> Result<codec::Claim, Error> {
+        if !claim.may_be_marked_delivered() {
+            return Ok(claim);
+        }
+        let db = &self.inner.db;
+        let inbox = store::cf_inbox(shard);
+        let mark_key = codec::delivered_mark_key(claim.seq);
+        let mark = match snap {
+            Some(snap) => snap.get_cf(store::cf(db, &inbox), mark_key)?,
+            None => db.get_cf(store::cf(db, &inbox), mark_key)?,
+        };
+        if let Some(v) = mark {
+            claim
+                .mark_delivered(&codec::decode_attempt(&v).map_err(|e| store::corrupt(&inbox, e))?);
+        }
+        Ok(claim)
     }
 
     /// Up to `limit` events matching `query`, in `(shard, key)` order, starting after
@@ -180,6 +209,7 @@ impl Ledger {
                 let key = String::from_utf8(k.to_vec())
                     .map_err(|_| store::corrupt(&name, codec::DecodeError::Utf8("key")))?;
                 let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
+                let c = self.with_delivered_mark(shard, c, None)?;
                 if query.state.is_none_or(|s| s == c.state) {
                     items.push(view(key.clone(), shard, c));
                 }
@@ -204,6 +234,7 @@ impl Ledger {
             return Ok(None);
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&claims, e))?;
+        let c = self.with_delivered_mark(shard, c, Some(&snap))?;
         let seq = c.seq;
         let delivered = match (c.state, c.delivered_at_ms) {
             (EventState::Delivered, Some(at_ms)) => Some(codec::AttemptRecord {
@@ -229,6 +260,10 @@ impl Ledger {
         opts.set_iterate_upper_bound(codec::seq_key(seq.saturating_add(1)));
         opts.set_snapshot(&snap);
         let history = db.iterator_cf_opt(store::cf(db, name), opts, IteratorMode::Start);
+        // The delivered mark is not history of its own: the delivery it records is added from
+        // the claim below, while the payload is retained, as for every delivery.
+        let mark = codec::delivered_mark_key(seq);
+        let history = history.filter(|e| e.as_ref().map_or(true, |(k, _)| **k != mark));
         for entry in history.take(ATTEMPT_HISTORY_MAX) {
             let (_, v) = entry?;
             detail.attempts.push(codec::decode_attempt(&v).map_err(|e| store::corrupt(name, e))?);
@@ -239,9 +274,10 @@ impl Ledger {
             detail.content_type = r.content_type;
             detail.event_type = r.event_type;
             detail.signed_at = r.signed_at;
-            // The delivery itself is in the claim, not in the history (`decide::transition`);
-            // ledgers written before that have it in both, not always last (its time is the
-            // attempt's end, a failed attempt's is its drain's due time).
+            // The delivery itself is in the claim (or its delivered mark, read with it), not
+            // in the history (`decide::transition`); ledgers written before that have it in
+            // both, not always last (its time is the attempt's end, a failed attempt's is its
+            // drain's due time).
             if let Some(last) = delivered {
                 let written = detail.attempts.contains(&last);
                 if !written && detail.attempts.len() < ATTEMPT_HISTORY_MAX {

@@ -1202,7 +1202,64 @@ fn inbox_rows(db: &store::Db, seq: u64) -> usize {
     let mut opts = rocksdb::ReadOptions::default();
     opts.set_iterate_lower_bound(codec::seq_key(seq).to_vec());
     opts.set_iterate_upper_bound(codec::seq_key(seq + 1).to_vec());
-    db.iterator_cf_opt(cf, opts, rocksdb::IteratorMode::Start).count()
+    let mark = codec::delivered_mark_key(seq);
+    db.iterator_cf_opt(cf, opts, rocksdb::IteratorMode::Start)
+        .filter(|e| e.as_ref().map_or(true, |(k, _)| **k != mark))
+        .count()
+}
+
+/// Whether shard 0 holds the delivered mark of inbox `seq`.
+fn has_delivered_mark(db: &store::Db, seq: u64) -> bool {
+    let cf = store::cf(db, &store::cf_inbox(0));
+    db.get_cf(cf, codec::delivered_mark_key(seq)).expect("reads").is_some()
+}
+
+/// The claim of `key` in shard 0 as stored, without its delivered mark.
+fn stored_claim(db: &store::Db, key: &str) -> Option<codec::Claim> {
+    let cf = store::cf(db, &store::cf_claims(0));
+    let v = db.get_cf(cf, key).expect("reads")?;
+    Some(codec::decode_claim(&v).expect("decodes"))
+}
+
+/// A first delivery is a delivered mark, not a rewritten claim (`codec::delivered_mark_key`,
+/// docs/benchmarks.md run 33): the stored claim stays as admitted, every read of it says
+/// delivered, and the mark lives exactly as long as the claim. A payload's expiry keeps it —
+/// also the scan of every `[seq, seq + 1)` row that expires the payload of an event dropped
+/// and replayed before its delivery (which then has both kinds of expiry entries) — and the
+/// identity's expiry removes it with the claim. Without that, the claim would read `received`
+/// with no schedule entry, and never expire.
+#[test]
+fn a_delivered_mark_lives_exactly_as_long_as_its_claim() {
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 5_000);
+    let t0 = 1_700_000_000_000;
+    let keys = ["t/s/first", "t/s/replayed"];
+    writer_turn(&mut logic, &store, &db, t0, keys.iter().map(|k| admit(k, t0)).collect());
+    writer_turn(&mut logic, &store, &db, t0, vec![operated(keys[1], OpAction::Drop)]);
+    writer_turn(&mut logic, &store, &db, t0, vec![operated(keys[1], OpAction::Replay)]);
+    let settle = vec![delivered(keys[0], 0, t0), delivered(keys[1], 1, t0 + 1)];
+    writer_turn(&mut logic, &store, &db, t0 + 1, settle);
+    let state =
+        |key: &str| decide::claim(&store, key).expect("reads").map(|c| (c.state, c.attempts));
+    for (seq, key) in (0..).zip(keys) {
+        let stored = stored_claim(&db, key).expect("claim stored");
+        assert_eq!(stored.state, EventState::Received, "{key}: the claim is not rewritten");
+        assert!(has_delivered_mark(&db, seq), "{key}: delivered mark written");
+        assert_eq!(state(key), Some((EventState::Delivered, 1)), "{key} reads delivered");
+    }
+
+    sweep_now(&mut logic, &store, &db, t0 + 2_000);
+    for (seq, key) in (0..).zip(keys) {
+        assert_eq!(inbox_rows(&db, seq), 0, "{key}: payload gone");
+        assert!(has_delivered_mark(&db, seq), "{key}: the mark stays with the claim");
+        assert_eq!(state(key), Some((EventState::Delivered, 1)), "{key} still delivered");
+    }
+
+    sweep_now(&mut logic, &store, &db, t0 + 6_000);
+    for (seq, key) in (0..).zip(keys) {
+        assert_eq!(state(key), None, "{key}: identity gone");
+        assert!(!has_delivered_mark(&db, seq), "{key}: the mark went with the claim");
+    }
 }
 
 /// Counts, on this thread, the memtable lookups (point reads) and deleted keys stepped over

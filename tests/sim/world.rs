@@ -728,6 +728,43 @@ impl World {
                 }
             }
         }
+        // Every delivered mark (inbox key `seq ‖ 0xFF × 12`) belongs to a delivered claim of
+        // its seq: a mark outlives its claim only by a bug, and a claim whose mark went
+        // first reads `received` without a schedule entry (caught above).
+        for s in 0..SHARDS {
+            let view = self.oracle(s);
+            // Every claim of the shard, acknowledged or not (a delivery does not wait for the
+            // sender to hear its acknowledgment).
+            let mut keys = Vec::new();
+            let mut each_claim = |k: &[u8], _: &[u8]| {
+                keys.push(String::from_utf8(k.to_vec()).expect("claim keys are text"));
+                std::ops::ControlFlow::Continue(())
+            };
+            decide::ShardStore::scan(&view, Col::Claims, &[], &[0xFF; 8], &mut each_claim)
+                .expect("oracle reads do not fail");
+            let mut delivered = BTreeSet::new();
+            for key in keys {
+                let c = decide::claim(&view, &key).expect("oracle reads do not fail");
+                if let Some(c) = c.filter(|c| c.state == EventState::Delivered) {
+                    delivered.insert((s, c.seq));
+                }
+            }
+            let mut orphans = Vec::new();
+            let mut each = |k: &[u8], _: &[u8]| {
+                let seq =
+                    u64::from_be_bytes(k[..8].try_into().expect("inbox keys start with a seq"));
+                let is_mark = k.len() == 20 && k[8..].iter().all(|&b| b == 0xFF);
+                if is_mark && !delivered.contains(&(s, seq)) {
+                    orphans.push(seq);
+                }
+                std::ops::ControlFlow::Continue(())
+            };
+            decide::ShardStore::scan(&view, Col::Inbox, &[], &[0xFF; 21], &mut each)
+                .expect("oracle reads do not fail");
+            if let Some(seq) = orphans.first() {
+                return Err(format!("shard {s}: a delivered mark of seq {seq} without a delivered claim of that seq"));
+            }
+        }
         // And the other way round, which settlements rely on (they read the claim, not the
         // schedule): every schedule entry belongs to an unsettled claim due at its time.
         for s in 0..SHARDS {
