@@ -293,7 +293,7 @@ pub fn attempt_key(seq: u64, at_ms: u64, attempt: u32) -> [u8; 20] {
 /// this mark (an [`AttemptRecord`] with outcome [`ATTEMPT_DELIVERED`]) instead of a rewritten
 /// claim: keys in seq order are cheap memtable inserts, a claim's random key is not
 /// (docs/benchmarks.md, runs 32–33). The claim stays as admitted; every claim read overlays the
-/// mark ([`Claim::delivered_by`]). The mark is deleted only with its claim.
+/// mark ([`Claim::mark_delivered`]). The mark is deleted only with its claim.
 pub fn delivered_mark_key(seq: u64) -> [u8; 20] {
     attempt_key(seq, u64::MAX, u32::MAX)
 }

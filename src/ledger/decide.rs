@@ -943,13 +943,11 @@ impl Shard {
             // payload has its own blind entry). The inbox record and its attempt history sort
             // in [seq, seq + 1).
             // A delivered mark goes with its claim, never with the payload: without it the
-            // claim would read `received` again, and its identity never expire.
+            // claim would read `received` again, and its identity never expire. (An identity
+            // entry's scan below takes it with whatever payload is left.)
             let mark = codec::delivered_mark_key(seq);
             match kind {
-                ExpiryKind::Identity => {
-                    s.delete(&mut batch, Col::Claims, key.as_bytes());
-                    s.delete(&mut batch, Col::Inbox, &mark);
-                }
+                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
                 ExpiryKind::DeliveredIdentity => {
                     s.delete(&mut batch, Col::Claims, key.as_bytes());
                     s.delete(&mut batch, Col::Inbox, &mark);

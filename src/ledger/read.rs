@@ -126,16 +126,19 @@ impl Ledger {
         let shard = self.shard_of(key);
         let db = &self.inner.db;
         let name = store::cf_claims(shard);
-        let Some(v) = db.get_pinned_cf(store::cf(db, &name), key)? else {
+        // One snapshot: the claim and its delivered mark (deleted together) agree.
+        let snap = db.snapshot();
+        let Some(v) = snap.get_cf(store::cf(db, &name), key)? else {
             return Ok(None);
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
-        let c = self.with_delivered_mark(shard, c, None)?;
+        let c = self.with_delivered_mark(shard, c, &snap)?;
         Ok(Some(view(key.to_owned(), shard, c)))
     }
 
     /// `claim` settled by its delivered mark, when it may have one and has
-    /// (`codec::delivered_mark_key`), read at `snap` if given.
+    /// (`codec::delivered_mark_key`), read at `snap`: the snapshot the claim was read at, as
+    /// an identity expiry deletes both.
     ///
     /// # Errors
     /// [`Error::Storage`], [`Error::Corrupt`] when the mark does not decode.
@@ -143,18 +146,14 @@ impl Ledger {
         &self,
         shard: usize,
         mut claim: codec::Claim,
-        snap: Option<&rocksdb::SnapshotWithThreadMode<'_, rocksdb::DB>>,
+        snap: &rocksdb::SnapshotWithThreadMode<'_, rocksdb::DB>,
     ) -> Result<codec::Claim, Error> {
         if !claim.may_be_marked_delivered() {
             return Ok(claim);
         }
         let db = &self.inner.db;
         let inbox = store::cf_inbox(shard);
-        let mark_key = codec::delivered_mark_key(claim.seq);
-        let mark = match snap {
-            Some(snap) => snap.get_cf(store::cf(db, &inbox), mark_key)?,
-            None => db.get_cf(store::cf(db, &inbox), mark_key)?,
-        };
+        let mark = snap.get_cf(store::cf(db, &inbox), codec::delivered_mark_key(claim.seq))?;
         if let Some(v) = mark {
             claim
                 .mark_delivered(&codec::decode_attempt(&v).map_err(|e| store::corrupt(&inbox, e))?);
@@ -188,9 +187,12 @@ impl Ledger {
         let db = &self.inner.db;
         let mut items = Vec::new();
         let mut examined = 0usize;
+        // One snapshot for the claims and their delivered marks (deleted together).
+        let snap = db.snapshot();
         for shard in first_shard..self.inner.shards {
             let name = store::cf_claims(shard);
             let mut opts = rocksdb::ReadOptions::default();
+            opts.set_snapshot(&snap);
             let prefix = query.key_prefix.as_deref().unwrap_or("").as_bytes();
             let mut lower = prefix.to_vec();
             if let Some(key) = after.take() {
@@ -209,7 +211,7 @@ impl Ledger {
                 let key = String::from_utf8(k.to_vec())
                     .map_err(|_| store::corrupt(&name, codec::DecodeError::Utf8("key")))?;
                 let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&name, e))?;
-                let c = self.with_delivered_mark(shard, c, None)?;
+                let c = self.with_delivered_mark(shard, c, &snap)?;
                 if query.state.is_none_or(|s| s == c.state) {
                     items.push(view(key.clone(), shard, c));
                 }
@@ -234,7 +236,7 @@ impl Ledger {
             return Ok(None);
         };
         let c = codec::decode_claim(&v).map_err(|e| store::corrupt(&claims, e))?;
-        let c = self.with_delivered_mark(shard, c, Some(&snap))?;
+        let c = self.with_delivered_mark(shard, c, &snap)?;
         let seq = c.seq;
         let delivered = match (c.state, c.delivered_at_ms) {
             (EventState::Delivered, Some(at_ms)) => Some(codec::AttemptRecord {

@@ -30,6 +30,14 @@ pub type Db = rocksdb::DB;
 
 /// `meta` key of the persisted shard count.
 pub const META_SHARDS: &[u8] = b"shards";
+/// `meta` key of the ledger's format (u64 BE): what a build must understand to read and write
+/// the ledger. A ledger without it was written before the key existed (format 1).
+pub const META_FORMAT: &[u8] = b"format";
+/// The ledger format this build writes; it reads every format up to it. 2: a first delivery
+/// is recorded as a delivered mark in `inbox/s` instead of a rewritten claim
+/// (`codec::delivered_mark_key`, ARCHITECTURE.md "Ledger"). Builds from before format 2 do not
+/// check the format and misread such a ledger: do not downgrade to them.
+pub const LEDGER_FORMAT: u64 = 2;
 /// Minimised rejected bodies (R23); global.
 pub const CF_REJECTED: &str = "rejected";
 /// Conflicting copies (R11).
@@ -388,6 +396,7 @@ pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
     let direct_io = direct_io_supported(path);
     let mut db =
         Db::open_cf_descriptors(&db_options(direct_io), path, descriptors).map_err(open_err)?;
+    check_format(&db, path)?;
     let shards = shard_count(&db, shards_if_new)?;
     for s in 0..shards {
         for name in shard_cfs(s) {
@@ -489,6 +498,36 @@ fn shard_count(db: &Db, shards_if_new: usize) -> Result<usize, Error> {
             Ok(shards)
         }
     }
+}
+
+/// Refuses a ledger written in a format newer than [`LEDGER_FORMAT`] (by a later build, which
+/// this one would misread), and records this build's format in a new or older ledger.
+///
+/// # Errors
+/// [`Error::NotALedger`] for a newer format, [`Error::Corrupt`] for an unreadable one,
+/// [`Error::Storage`] when the format cannot be read or written.
+fn check_format(db: &Db, path: &Path) -> Result<(), Error> {
+    let meta = cf(db, CF_META);
+    let stored = match db.get_cf(meta, META_FORMAT)? {
+        Some(v) => codec::parse_u64(&v).map_err(|e| corrupt(CF_META, e))?,
+        None => 1,
+    };
+    if stored > LEDGER_FORMAT {
+        return Err(Error::NotALedger {
+            path: path.to_path_buf(),
+            reason: format!(
+                "it was written by a newer hookwall (ledger format {stored}; this build reads                  formats up to {LEDGER_FORMAT}): run that version or a later one"
+            ),
+        });
+    }
+    if stored < LEDGER_FORMAT {
+        let mut opts = rocksdb::WriteOptions::default();
+        opts.set_sync(true);
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(meta, META_FORMAT, LEDGER_FORMAT.to_be_bytes());
+        db.write_opt(batch, &opts)?;
+    }
+    Ok(())
 }
 
 /// The handle of a column family the ledger created at open.
@@ -1033,6 +1072,32 @@ mod tests {
         let error = open(&file, 1).expect_err("refused");
         assert!(matches!(error, Error::NotALedger { .. }), "{error:?}");
         assert!(error.to_string().ends_with("it is not a directory"), "{error}");
+    }
+
+    /// The ledger's format (`META_FORMAT`): a new ledger and one from before the key existed
+    /// are given this build's format; one written in a newer format is refused in plain
+    /// words, untouched.
+    #[test]
+    fn a_ledger_in_a_newer_format_is_refused_and_an_older_one_upgraded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let format = |db: &Db| db.get_cf(cf(db, CF_META), META_FORMAT).expect("reads");
+        let (db, _) = open(dir.path(), 1).expect("opens");
+        assert_eq!(format(&db), Some(LEDGER_FORMAT.to_be_bytes().to_vec()), "a new ledger");
+        db.delete_cf(cf(&db, CF_META), META_FORMAT).expect("deletes");
+        drop(db);
+        let (db, _) = open(dir.path(), 1).expect("an older ledger opens");
+        assert_eq!(format(&db), Some(LEDGER_FORMAT.to_be_bytes().to_vec()), "upgraded");
+        let newer = (LEDGER_FORMAT + 1).to_be_bytes();
+        db.put_cf(cf(&db, CF_META), META_FORMAT, newer).expect("writes");
+        drop(db);
+        let error = open(dir.path(), 1).expect_err("a newer ledger is refused");
+        assert!(matches!(error, Error::NotALedger { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains("written by a newer hookwall (ledger format 3;"), "{text}");
+        let names = Db::list_cf(&Options::default(), dir.path()).expect("lists");
+        let db = Db::open_cf_for_read_only(&Options::default(), dir.path(), names, false)
+            .expect("opens read-only");
+        assert_eq!(format(&db), Some(newer.to_vec()), "left as it was");
     }
 
     /// A directory that holds no ledger but other files is refused and left as it was (an

@@ -635,6 +635,27 @@ fn retention_expires_payloads_then_identities_of_settled_events_only() {
     assert!(settle(&ledger, &by_key("t/s/done"), 1, delivered));
     assert!(settle(&ledger, &by_key("t/s/dead"), 1, Outcome::Dead { error: "410".into() }));
     let payload = |k: &str| ledger.event_detail(k).expect("reads").and_then(|d| d.payload);
+    // "t/s/done" was delivered at its first attempt: a delivered mark, not a rewritten claim.
+    // The admin API's reads (one event, the list by state, the detail) all say delivered,
+    // and the history holds the delivery once.
+    let done = ledger.event("t/s/done").expect("reads").expect("exists");
+    let delivered_at = Some(start);
+    assert_eq!(
+        (done.state, done.attempts, done.delivered_at_ms),
+        (EventState::Delivered, 1, delivered_at)
+    );
+    assert_eq!(done.next_attempt_ms, None);
+    let listed = |state| {
+        let query = EventQuery { state: Some(state), key_prefix: None };
+        let page = ledger.list_events(&query, None, 100).expect("lists");
+        page.items.into_iter().map(|e| e.key).collect::<Vec<_>>()
+    };
+    assert!(listed(EventState::Delivered).contains(&"t/s/done".to_owned()));
+    assert!(!listed(EventState::Received).contains(&"t/s/done".to_owned()));
+    let history = ledger.event_detail("t/s/done").expect("reads").expect("exists").attempts;
+    let outcomes: Vec<(u32, u64, &str)> =
+        history.iter().map(|a| (a.attempt, a.at_ms, a.outcome.as_str())).collect();
+    assert_eq!(outcomes, [(1, start, "delivered")], "the delivery once");
 
     now.store(start + DAY_MS, Ordering::SeqCst);
     assert_eq!(ledger.sweep_expired(), 0, "nothing expires after one day");
