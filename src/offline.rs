@@ -108,8 +108,7 @@ pub fn judge(captured: &Captured, body: Vec<u8>) -> Verdict {
     };
     // The server refuses a declared encoding from the head (415, docs/providers.md
     // "Compressed bodies"): say so rather than judge bytes it would never verify.
-    let mut encodings = req.headers.iter().filter(|(name, _)| *name == "content-encoding");
-    if encodings.any(|(_, value)| crate::http::is_content_encoded(value)) {
+    if req.headers_all("content-encoding").any(crate::http::is_content_encoded) {
         return Verdict::Rejected(
             "unsupported_encoding: the delivery declares a Content-Encoding other than identity; \
              hookwall answers it 415 without verifying it"

@@ -475,7 +475,7 @@ impl Shard {
     /// The first slot that differs from the store, or a failed read.
     pub fn check_recent_claims<S: ShardStore>(&self, s: &S) -> Result<(), String> {
         for (key, held) in self.recent.slots.iter().flatten() {
-            match self.read_claim(s, key) {
+            match read_claim(s, self.shard, key) {
                 Ok(Some(stored)) if stored == *held => {}
                 Ok(stored) => {
                     return Err(format!(
@@ -487,13 +487,6 @@ impl Shard {
             }
         }
         Ok(())
-    }
-
-    /// The claim of `key` as it stands: the stored claim, settled by its delivered mark if it
-    /// has one (`codec::delivered_mark_key`). A claim or mark that fails to decode is a
-    /// broken invariant: panic rather than ever overwrite it.
-    fn read_claim<S: ShardStore>(&self, s: &S, key: &str) -> Result<Option<Claim>, S::Error> {
-        read_claim(s, self.shard, key)
     }
 
     fn admit<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, a: Admission) {
@@ -605,7 +598,7 @@ impl Shard {
         let from_drain = in_drain.is_some();
         let claim = match in_drain.or_else(|| self.recent.take(&st.key, st.seq, st.due_ms)) {
             Some(c) => Ok(Some(c)),
-            None => self.read_claim(s, &st.key),
+            None => read_claim(s, self.shard, &st.key),
         };
         match claim {
             Ok(Some(c))
@@ -662,8 +655,10 @@ impl Shard {
         // the event's delivered mark, in seq order, not as a rewrite of the claim's random key:
         // 1.5 µs of the writer per forwarded event (docs/benchmarks.md run 33). Every claim
         // read overlays the mark (`read_claim`).
-        let marked =
-            matches!(st.outcome, Outcome::Delivered { .. }) && claim.may_be_marked_delivered();
+        let marked_at = match st.outcome {
+            Outcome::Delivered { at_ms } if claim.may_be_marked_delivered() => Some(at_ms),
+            _ => None,
+        };
         claim.attempts = st.attempts;
         // A delivery is not written to the history: delivered is terminal (no replay, no
         // drop), so the claim says it all (attempts, delivered_at_ms) and the history view
@@ -699,12 +694,12 @@ impl Shard {
                 self.count_dead(s, d, claim.source);
             }
         }
-        match (marked, claim.delivered_at_ms) {
-            (true, Some(at_ms)) => {
+        match marked_at {
+            Some(at_ms) => {
                 let mark = codec::encode_delivered_mark(claim.attempts, at_ms);
                 s.put(&mut d.batch, Col::Inbox, &codec::delivered_mark_key(claim.seq), &mark);
             }
-            _ => s.put(&mut d.batch, Col::Claims, key.as_bytes(), &codec::encode_claim(&claim)),
+            None => s.put(&mut d.batch, Col::Claims, key.as_bytes(), &codec::encode_claim(&claim)),
         }
         d.claims.insert(key, claim);
         d.durable_writes += 1;
@@ -731,7 +726,7 @@ impl Shard {
     fn operate<S: ShardStore>(&mut self, s: &S, d: &mut Drain<S::Batch>, op: Operation) {
         let claim = match d.claims.get(&op.key) {
             Some(c) => Some(c.clone()),
-            None => match self.read_claim(s, &op.key) {
+            None => match read_claim(s, self.shard, &op.key) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim; the operator action is refused.");
@@ -926,7 +921,7 @@ impl Shard {
                 return ControlFlow::Continue(());
             }
             let key = String::from_utf8_lossy(key).into_owned();
-            let settled = match self.read_claim(s, &key) {
+            let settled = match read_claim(s, self.shard, &key) {
                 Ok(Some(c)) => {
                     c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped)
                 }
