@@ -30,9 +30,11 @@ use super::{
 };
 use crate::limits::ATTEMPT_ERROR_BYTES_MAX;
 
-/// Most expiry entries one sweep handles. A full sweep leaves a backlog, swept after every
-/// following drain until it is gone: at 4096 per drain this outpaces the two entries each
-/// admission of a drain (at most `COMMIT_BATCH_MAX`) eventually adds.
+/// Most events whose expiry entries one sweep handles (an entry of a group commit's events
+/// counts them all and is handled whole, so a sweep may pass this by one entry's events, fewer
+/// than `COMMIT_BATCH_MAX`). A full sweep leaves a backlog, swept after every following drain
+/// until it is gone: at 4096 per drain this outpaces the two expiries each admission of a drain
+/// (at most `COMMIT_BATCH_MAX`) eventually adds.
 pub const SWEEP_BATCH_MAX: usize = 4096;
 
 /// A keyspace of the ledger as one shard sees it (ARCHITECTURE "The ledger"): the shard's own
@@ -162,8 +164,8 @@ pub struct Spans {
     pub payload: Duration,
     /// How long after admission a delivered or dropped event keeps its identity (claim).
     pub dedupe: Duration,
-    /// Most expiry entries one sweep handles: [`SWEEP_BATCH_MAX`] in the ledger; the simulator
-    /// uses a few, so that one event's entries often fall into different sweeps.
+    /// Most events whose expiry entries one sweep handles: [`SWEEP_BATCH_MAX`] in the ledger;
+    /// the simulator uses a few, so that one event's entries often fall into different sweeps.
     pub sweep_batch: usize,
 }
 
@@ -305,6 +307,10 @@ pub struct Drain<B> {
     /// The earliest expiry entry this drain adds (key without its prefix): if it sorts at or
     /// before the sweep cursor, the next sweep starts from the head again.
     earliest_expiry: Option<[u8; 17]>,
+    /// The events this drain delivered cleanly, `(seq, received_at_ms, idempotency key)`: their
+    /// expiry entries are written as groups when the drain is sealed
+    /// ([`ExpiryKind::DeliveredPayloads`], [`ExpiryKind::DeliveredIdentities`]).
+    delivered_cleanly: Vec<(u64, u64, String)>,
     /// Whether an operator replay scheduled an event in this drain: replays are due at
     /// `due_ms + 1`, so they sort after every entry the dispatcher saw due (see `Drain::due_ms`).
     replayed: bool,
@@ -419,6 +425,7 @@ impl Shard {
             settlements: Vec::new(),
             operations: Vec::new(),
             earliest_expiry: None,
+            delivered_cleanly: Vec::new(),
             replayed: false,
             durable_writes: 0,
             acked_writes: 0,
@@ -447,6 +454,7 @@ impl Shard {
         if d.next_seq != self.next_seq {
             s.put(&mut d.batch, Col::Meta, &store::meta_seq(self.shard), &d.next_seq.to_be_bytes());
         }
+        self.schedule_delivered_expiry(s, d);
         Some(std::mem::take(&mut d.batch))
     }
 
@@ -848,11 +856,14 @@ impl Shard {
     /// A delivered event is terminal (no replay, no drop): when it also never failed an attempt
     /// (no `last_error`, so no attempt history: a delivery is not written to it), nothing will
     /// need its inbox record again, and its payload entry says so: the sweep removes the record
-    /// without reading anything (`ExpiryKind::DeliveredPayload`; `benches/soak.sh`: the reads
-    /// were most of the sweep's cost), and its identity entry says the payload needs no looking
-    /// for (`DeliveredIdentity`). Identity entries are still checked against the claim:
-    /// an event dropped, replayed and delivered has two, and the later must not remove the
-    /// claim of an admission made after the first expired it.
+    /// without reading anything (`benches/soak.sh`: the reads were most of the sweep's cost),
+    /// and its identity entry says the payload needs no looking for. Such events are collected
+    /// in the drain and get one payload entry per drain and one identity entry per second of
+    /// receipt ([`Shard::schedule_delivered_expiry`]; ledgers of format 2 hold one
+    /// `DeliveredPayload` and one `DeliveredIdentity` entry per event, swept alike). Identity
+    /// entries are still checked against the claim: an event dropped, replayed and delivered
+    /// has two, and the later must not remove the claim of an admission made after the first
+    /// expired it.
     fn schedule_expiry<S: ShardStore>(
         &self,
         s: &S,
@@ -867,24 +878,69 @@ impl Shard {
         let payload_at = d.due_ms.saturating_add(ms(r.payload));
         let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
         let seq = claim.seq;
-        let clean = claim.state == EventState::Delivered && claim.last_error.is_none();
-        let (payload_kind, identity_kind) = if clean {
-            (ExpiryKind::DeliveredPayload, ExpiryKind::DeliveredIdentity)
-        } else {
-            (ExpiryKind::Payload, ExpiryKind::Identity)
-        };
-        for (at, kind) in [(payload_at, payload_kind), (identity_at, identity_kind)] {
-            let entry = codec::expiry_key(at, kind, seq);
-            d.earliest_expiry = Some(d.earliest_expiry.map_or(entry, |e| e.min(entry)));
-            let k = [self.expiry_prefix.as_slice(), &entry].concat();
-            s.put(&mut d.batch, Col::Meta, &k, key.as_bytes());
+        if claim.state == EventState::Delivered && claim.last_error.is_none() {
+            d.delivered_cleanly.push((seq, claim.received_at_ms, key.to_owned()));
+            return;
+        }
+        for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
+            self.put_expiry(s, d, codec::expiry_key(at, kind, seq), key.as_bytes());
         }
     }
 
-    /// Decides what retention expired by `now_ms` (at most [`Spans::sweep_batch`] entries): the
-    /// inbox record and attempt history (payload), or the claim (identity), of events still
-    /// delivered or dropped with the same seq — a replayed or re-admitted event is skipped; a
-    /// clean delivery's payload (`ExpiryKind::DeliveredPayload`) is removed without a read.
+    /// The expiry entries of the events `d` delivered cleanly, written when it is sealed: one
+    /// [`ExpiryKind::DeliveredPayloads`] entry for them all (their payloads expire
+    /// `payload_retention` after the drain), and one [`ExpiryKind::DeliveredIdentities`] entry
+    /// per second they were received in, due `dedupe_retention` after that second's end (R25:
+    /// an identity is never forgotten early, and at most a second late). Per event this was
+    /// two inserts into the `meta` memtable, in two places of its skiplist, and two entries for
+    /// the sweep to read and delete (docs/benchmarks.md, run 34).
+    fn schedule_delivered_expiry<S: ShardStore>(&self, s: &S, d: &mut Drain<S::Batch>) {
+        let (Some(r), false) = (&self.rules.retention, d.delivered_cleanly.is_empty()) else {
+            return;
+        };
+        let ms = |t: Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+        let mut events = std::mem::take(&mut d.delivered_cleanly);
+        let payload_at = d.due_ms.saturating_add(ms(r.payload));
+        let first = events.iter().map(|&(seq, ..)| seq).min().expect("not empty");
+        let seqs = codec::encode_expiry_seqs(events.iter().map(|&(seq, ..)| seq));
+        self.put_expiry(
+            s,
+            d,
+            codec::expiry_key(payload_at, ExpiryKind::DeliveredPayloads, first),
+            &seqs,
+        );
+        events.sort_unstable_by_key(|&(seq, received_at_ms, _)| (received_at_ms / 1000, seq));
+        for second in events.chunk_by(|a, b| a.1 / 1000 == b.1 / 1000) {
+            let end_ms = (second[0].1 / 1000).saturating_mul(1000).saturating_add(999);
+            let at = end_ms.saturating_add(ms(r.dedupe));
+            let members = codec::encode_expiry_members(
+                second.iter().map(|(seq, _, key)| (*seq, key.as_str())),
+            );
+            let entry = codec::expiry_key(at, ExpiryKind::DeliveredIdentities, second[0].0);
+            self.put_expiry(s, d, entry, &members);
+        }
+    }
+
+    /// Writes expiry `entry` (a key without the shard's prefix) with `value`, and keeps the
+    /// drain's earliest entry for the sweep cursor ([`Shard::applied`]).
+    fn put_expiry<S: ShardStore>(
+        &self,
+        s: &S,
+        d: &mut Drain<S::Batch>,
+        entry: [u8; 17],
+        value: &[u8],
+    ) {
+        d.earliest_expiry = Some(d.earliest_expiry.map_or(entry, |e| e.min(entry)));
+        let k = [self.expiry_prefix.as_slice(), &entry].concat();
+        s.put(&mut d.batch, Col::Meta, &k, value);
+    }
+
+    /// Decides what retention expired by `now_ms` (at most [`Spans::sweep_batch`] events, an
+    /// entry of a group commit's events whole): the inbox record and attempt history
+    /// (payload), or the claim (identity), of events still delivered or dropped with the same
+    /// seq — a replayed or re-admitted event is skipped; a clean delivery's payload
+    /// (`ExpiryKind::DeliveredPayloads`, or `DeliveredPayload` in a format-2 ledger) is removed
+    /// without a read.
     /// The scan starts after the last entry a written sweep handled ([`Shard::swept`]).
     /// Returns the batch to write (unsynced), how many events it removes and the cursor to
     /// adopt once it is written, or `None` when there is nothing to write or a read failed
@@ -905,34 +961,65 @@ impl Shard {
         let mut through = None;
         let mut claim_error = None;
         let prefix_len = self.expiry_prefix.len();
-        let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, key| {
-            if handled == batch_max {
+        let corrupt = |e: codec::DecodeError| -> ! {
+            panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
+        };
+        let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, value| {
+            if handled >= batch_max {
                 return ControlFlow::Break(());
             }
-            handled += 1;
             let entry = &k[prefix_len..];
-            let (_, kind, seq) = codec::parse_expiry_key(entry)
-                .unwrap_or_else(|e| panic!("ledger shard {}: corrupt expiry key: {e}", self.shard));
+            let (_, kind, seq) = codec::parse_expiry_key(entry).unwrap_or_else(|e| corrupt(e));
             through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
             s.delete(&mut batch, Col::Meta, k);
-            if kind == ExpiryKind::DeliveredPayload {
-                s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
-                removed += 1;
-                return ControlFlow::Continue(());
-            }
-            let key = String::from_utf8_lossy(key).into_owned();
-            let settled = match read_claim(s, self.shard, &key) {
-                Ok(Some(c)) => {
-                    c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped)
+            match kind {
+                ExpiryKind::DeliveredPayload => {
+                    handled += 1;
+                    s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
+                    removed += 1;
+                    return ControlFlow::Continue(());
                 }
-                Ok(None) => false,
+                ExpiryKind::DeliveredPayloads => {
+                    let seqs = codec::decode_expiry_seqs(value).unwrap_or_else(|e| corrupt(e));
+                    handled += seqs.len().max(1);
+                    for seq in seqs {
+                        s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
+                        removed += 1;
+                    }
+                    return ControlFlow::Continue(());
+                }
+                ExpiryKind::DeliveredIdentities => {
+                    let members =
+                        codec::decode_expiry_members(value).unwrap_or_else(|e| corrupt(e));
+                    handled += members.len().max(1);
+                    for (seq, key) in members {
+                        match settled_claim(s, self.shard, &key, seq) {
+                            Ok(false) => {}
+                            Ok(true) => {
+                                s.delete(&mut batch, Col::Claims, key.as_bytes());
+                                s.delete(&mut batch, Col::Inbox, &codec::delivered_mark_key(seq));
+                                removed += 1;
+                            }
+                            Err(e) => {
+                                claim_error = Some(e);
+                                return ControlFlow::Break(());
+                            }
+                        }
+                    }
+                    return ControlFlow::Continue(());
+                }
+                ExpiryKind::Payload | ExpiryKind::Identity | ExpiryKind::DeliveredIdentity => {
+                    handled += 1;
+                }
+            }
+            let key = String::from_utf8_lossy(value).into_owned();
+            match settled_claim(s, self.shard, &key, seq) {
+                Ok(true) => {}
+                Ok(false) => return ControlFlow::Continue(()),
                 Err(e) => {
-                    claim_error = Some(e.to_string());
+                    claim_error = Some(e);
                     return ControlFlow::Break(());
                 }
-            };
-            if !settled {
-                return ControlFlow::Continue(());
             }
             // The event is forgotten: its claim, and whatever payload is left (none when the
             // payload has its own blind entry). The inbox record and its attempt history sort
@@ -949,7 +1036,10 @@ impl Shard {
                     removed += 1;
                     return ControlFlow::Continue(());
                 }
-                ExpiryKind::Payload | ExpiryKind::DeliveredPayload => {}
+                ExpiryKind::Payload
+                | ExpiryKind::DeliveredPayload
+                | ExpiryKind::DeliveredPayloads
+                | ExpiryKind::DeliveredIdentities => {}
             }
             // Point deletes of what is there (the record and its few attempt records), not a
             // range delete: RocksDB keeps every range tombstone of a memtable in one list
@@ -979,7 +1069,7 @@ impl Shard {
             tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim or its payload; retention waits for the next sweep.");
             return None;
         }
-        self.expiry_backlog = handled == batch_max;
+        self.expiry_backlog = handled >= batch_max;
         if let (0, Some(spans)) = (self.shard, self.rules.retention) {
             let dedupe_ms = u64::try_from(spans.dedupe.as_millis()).unwrap_or(u64::MAX);
             self.expire_minimised(s, &mut batch, now_ms.saturating_sub(dedupe_ms));
@@ -1120,6 +1210,19 @@ pub fn claim<S: ShardStore>(s: &S, key: &str) -> Result<Option<ClaimView>, S::Er
         received_at_ms: c.received_at_ms,
         next_attempt_ms: c.next_attempt_ms,
     }))
+}
+
+/// Whether `key`'s claim (its delivered mark overlaid) is still the settled event `seq` —
+/// delivered or dropped — that a retention entry was written for: a replayed or re-admitted
+/// event has a new state or seq, and its claim is not the entry's to remove.
+fn settled_claim<S: ShardStore>(s: &S, shard: usize, key: &str, seq: u64) -> Result<bool, String> {
+    match read_claim(s, shard, key) {
+        Ok(Some(c)) => {
+            Ok(c.seq == seq && matches!(c.state, EventState::Delivered | EventState::Dropped))
+        }
+        Ok(None) => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The claim of `key` in shard `shard`'s store as it stands: the stored claim, settled by its

@@ -36,8 +36,10 @@ pub const META_FORMAT: &[u8] = b"format";
 /// The ledger format this build writes; it reads every format up to it. 2: a first delivery
 /// is recorded as a delivered mark in `inbox/s` instead of a rewritten claim
 /// (`codec::delivered_mark_key`, ARCHITECTURE.md "Ledger"). Builds from before format 2 do not
-/// check the format and misread such a ledger: do not downgrade to them.
-pub const LEDGER_FORMAT: u64 = 2;
+/// check the format and misread such a ledger: do not downgrade to them. 3: the events a group
+/// commit delivered cleanly share their expiry entries (`codec::ExpiryKind::DeliveredPayloads`,
+/// `DeliveredIdentities`), which format-2 builds cannot read; they refuse a format-3 ledger.
+pub const LEDGER_FORMAT: u64 = 3;
 /// Minimised rejected bodies (R23); global.
 pub const CF_REJECTED: &str = "rejected";
 /// Conflicting copies (R11).
@@ -516,7 +518,8 @@ fn check_format(db: &Db, path: &Path) -> Result<(), Error> {
         return Err(Error::NotALedger {
             path: path.to_path_buf(),
             reason: format!(
-                "it was written by a newer hookwall (ledger format {stored}; this build reads                  formats up to {LEDGER_FORMAT}): run that version or a later one"
+                "it was written by a newer hookwall (ledger format {stored}; this build reads \
+                 formats up to {LEDGER_FORMAT}): run that version or a later one"
             ),
         });
     }
@@ -1093,7 +1096,13 @@ mod tests {
         let error = open(dir.path(), 1).expect_err("a newer ledger is refused");
         assert!(matches!(error, Error::NotALedger { .. }), "{error:?}");
         let text = error.to_string();
-        assert!(text.contains("written by a newer hookwall (ledger format 3;"), "{text}");
+        let said = format!(
+            "written by a newer hookwall (ledger format {}; this build reads formats up to {}): \
+             run that version or a later one",
+            LEDGER_FORMAT + 1,
+            LEDGER_FORMAT
+        );
+        assert!(text.contains(&said), "{text}");
         let names = Db::list_cf(&Options::default(), dir.path()).expect("lists");
         let db = Db::open_cf_for_read_only(&Options::default(), dir.path(), names, false)
             .expect("opens read-only");

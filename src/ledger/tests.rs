@@ -1283,6 +1283,107 @@ fn a_delivered_mark_lives_exactly_as_long_as_its_claim() {
     }
 }
 
+/// The expiry entries of shard 0, `(due_ms, kind, seq)` in key order.
+fn expiry_entries(db: &store::Db) -> Vec<(u64, codec::ExpiryKind, u64)> {
+    let prefix = store::meta_expiry_prefix(0);
+    let mode = rocksdb::IteratorMode::From(&prefix, rocksdb::Direction::Forward);
+    db.iterator_cf(store::cf(db, store::CF_META), mode)
+        .map(|e| e.expect("reads"))
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .map(|(k, _)| codec::parse_expiry_key(&k[prefix.len()..]).expect("an expiry key"))
+        .collect()
+}
+
+/// R25 with one expiry entry per group commit (ledger format 3, docs/benchmarks.md run 34): the
+/// events a commit delivered cleanly share one payload entry, and one identity entry per second
+/// they were received in — not two entries each. Their payloads expire together; each identity
+/// is remembered for its whole dedupe window, measured from its own receipt, and forgotten at
+/// most a second after it closes, with its delivered mark.
+#[test]
+fn the_events_a_commit_delivered_share_their_expiry_entries() {
+    use codec::ExpiryKind::{DeliveredIdentities, DeliveredPayloads};
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 5_000);
+    let t0 = 1_700_000_000_000; // the start of a second
+    let received = [("t/s/a", t0 + 100), ("t/s/b", t0 + 999), ("t/s/c", t0 + 1_000)];
+    for (key, at) in received {
+        writer_turn(&mut logic, &store, &db, at, vec![admit(key, at)]);
+    }
+    let settled_at = t0 + 2_000;
+    // Each settles the schedule entry its admission wrote (due at its receipt).
+    let settle = (0..).zip(received).map(|(seq, (key, at))| delivered(key, seq, at));
+    writer_turn(&mut logic, &store, &db, settled_at, settle.collect());
+    assert_eq!(
+        expiry_entries(&db),
+        [
+            (settled_at + 1_000, DeliveredPayloads, 0),
+            (t0 + 999 + 5_000, DeliveredIdentities, 0),
+            (t0 + 1_999 + 5_000, DeliveredIdentities, 2),
+        ],
+        "one payload entry for the commit, one identity entry per second of receipt"
+    );
+
+    assert_eq!(sweep_now(&mut logic, &store, &db, settled_at + 999), 0, "payloads kept");
+    assert_eq!(sweep_now(&mut logic, &store, &db, settled_at + 1_000), 3, "payloads expired");
+    let state = |key: &str| decide::claim(&store, key).expect("reads").map(|c| c.state);
+    for (seq, (key, _)) in (0..).zip(received) {
+        assert_eq!(inbox_rows(&db, seq), 0, "{key}: payload gone");
+        assert_eq!(state(key), Some(EventState::Delivered), "{key}: identity kept");
+    }
+
+    // Not early: each identity is kept until its own window (5 s after receipt) has closed.
+    let first_window_end = t0 + 100 + 5_000;
+    assert_eq!(sweep_now(&mut logic, &store, &db, first_window_end - 1), 0, "no identity early");
+    // Late by at most a second: the first second's two expire at its end plus the window.
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 999 + 5_000), 2);
+    assert_eq!((state("t/s/a"), state("t/s/b")), (None, None), "the first second's identities");
+    assert!(!has_delivered_mark(&db, 0) && !has_delivered_mark(&db, 1), "their marks with them");
+    assert_eq!(state("t/s/c"), Some(EventState::Delivered), "the next second's not yet");
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 1_999 + 5_000), 1);
+    assert_eq!(state("t/s/c"), None, "forgotten within a second of its window's end");
+    assert!(!has_delivered_mark(&db, 2), "its mark with it");
+    assert_eq!(expiry_entries(&db), [], "every entry swept");
+}
+
+/// A ledger written by a format-2 build holds one `DeliveredPayload` and one
+/// `DeliveredIdentity` entry per cleanly delivered event; this build sweeps them as that build
+/// did (payload blind, identity checked against the claim and taken with its mark).
+#[test]
+fn a_format_2_ledgers_per_event_expiry_entries_are_swept() {
+    use codec::ExpiryKind::{DeliveredIdentity, DeliveredPayload};
+    let dir = tmp();
+    let (db, store, mut logic) = shard_with_retention(dir.path(), 1_000, 5_000);
+    let t0 = 1_700_000_000_000;
+    let keys = ["t/s/a", "t/s/b"];
+    writer_turn(&mut logic, &store, &db, t0, keys.iter().map(|k| admit(k, t0)).collect());
+    let settle = (0..).zip(keys).map(|(seq, key)| delivered(key, seq, t0));
+    writer_turn(&mut logic, &store, &db, t0, settle.collect());
+    // Replace the groups by what a format-2 build wrote for the same events.
+    let (meta, prefix) = (store::cf(&db, store::CF_META), store::meta_expiry_prefix(0));
+    for (at, kind, seq) in expiry_entries(&db) {
+        let entry = codec::expiry_key(at, kind, seq);
+        db.delete_cf(meta, [prefix.as_slice(), &entry].concat()).expect("deletes");
+    }
+    for (seq, key) in (0..).zip(keys) {
+        for (at, kind) in [(t0 + 1_000, DeliveredPayload), (t0 + 5_000, DeliveredIdentity)] {
+            let entry = codec::expiry_key(at, kind, seq);
+            db.put_cf(meta, [prefix.as_slice(), &entry].concat(), key).expect("writes");
+        }
+    }
+    let state = |key: &str| decide::claim(&store, key).expect("reads").map(|c| c.state);
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 1_000), 2, "payloads expired");
+    for (seq, key) in (0..).zip(keys) {
+        assert_eq!(inbox_rows(&db, seq), 0, "{key}: payload gone");
+        assert_eq!(state(key), Some(EventState::Delivered), "{key}: identity kept");
+    }
+    assert_eq!(sweep_now(&mut logic, &store, &db, t0 + 5_000), 2, "identities expired");
+    for (seq, key) in (0..).zip(keys) {
+        assert_eq!(state(key), None, "{key}: identity gone");
+        assert!(!has_delivered_mark(&db, seq), "{key}: its mark with it");
+    }
+    assert_eq!(expiry_entries(&db), [], "every entry swept");
+}
+
 /// Counts, on this thread, the memtable lookups (point reads) and deleted keys stepped over
 /// (scans) of `f`, from RocksDB's per-thread perf context.
 fn reads_of<R>(f: impl FnOnce() -> R) -> (R, u64, u64) {
