@@ -2,7 +2,8 @@
 //! named `*_max`). Runtime-configurable bounds (`body_bytes_max`, `header_bytes_max`, …) live in
 //! the config; these are the fixed ones, with const assertions between them.
 
-/// Most headers one request may carry; more is answered 431 (SPEC §3).
+/// Header fields of a request parsed without allocating; a head with more is parsed again with
+/// room for as many as `header_bytes_max` can hold (SPEC §2: only the size gets 431).
 pub const HEADER_COUNT_MAX: usize = 64;
 /// Longest provider event id accepted, in bytes; longer ids are `schema_rejected` (R13).
 pub const EVENT_ID_BYTES_MAX: usize = 255;

@@ -181,7 +181,7 @@ pub enum FrameError {
     /// `Transfer-Encoding`, or an unsupported transfer coding, or an HTTP/1.1 request without
     /// `Host`, or any request with more than one `Host` (RFC 9112 §3.2) → 400 `bad_request`.
     BadRequest,
-    /// Head over `header_bytes_max` or more than `HEADER_COUNT_MAX` headers → 431.
+    /// Head over `header_bytes_max` → 431 (whatever its number of fields).
     HeadersTooLarge,
     /// Body over `body_bytes_max` → 413 `too_large`.
     TooLarge,
