@@ -159,11 +159,13 @@ pub fn inspect(source: &SourceConfig, req: &Request) -> Result<Inspected, Schema
         },
         _ => Members::top("id", "type"),
     };
+    let mut owned = OwnedFields::default();
     let body = if source.provider == Provider::Twilio {
         // Twilio's id is a header and its body a form (or JSON bound by `bodySHA256`).
         BodyFields { id: Field::Absent, kind: Field::Absent }
     } else {
-        BodyFields::read(&mut scratch, members)?
+        let original = || json_scratch(source.provider, req);
+        BodyFields::read_any(&mut scratch, original, &mut owned, members)?
     };
     // `hmac`: the id and type from the source's locators (JSON pointers need a parsed body).
     let located = match source.scheme.hmac.as_deref() {
@@ -437,6 +439,31 @@ struct BodyFields<'a> {
 }
 
 impl<'a> BodyFields<'a> {
+    /// [`BodyFields::read`] of `scratch`; where simd-json refuses it, [`OwnedFields::read`] of
+    /// `original()` (the same bytes again: simd-json rewrote `scratch`), kept in `owned`.
+    /// simd-json refuses some valid JSON (RFC 8259 §8.2, §6): a `\u` escape of a lone surrogate
+    /// (which JavaScript's `JSON.stringify` writes for a cut emoji) and a number no `f64` holds
+    /// (`1e99999`). Neither matters to the id or type of a body that holds them elsewhere, and
+    /// refusing such a delivery with 400 loses it (GitHub does not retry a 4xx).
+    ///
+    /// # Errors
+    /// As [`BodyFields::read`]: [`SchemaReject::NotJson`] only when serde_json refuses the
+    /// body too.
+    fn read_any(
+        scratch: &'a mut [u8],
+        original: impl FnOnce() -> Result<Vec<u8>, SchemaReject>,
+        owned: &'a mut OwnedFields,
+        members: Members,
+    ) -> Result<BodyFields<'a>, SchemaReject> {
+        match BodyFields::read(scratch, members) {
+            Err(SchemaReject::NotJson) => {
+                *owned = OwnedFields::read(&original()?, members)?;
+                Ok(BodyFields { id: owned.id.field(), kind: owned.kind.field() })
+            }
+            read => read,
+        }
+    }
+
     /// Parses `scratch` (a copy of the body; simd-json rewrites it in place), taking the id and
     /// the type from the members `members` names, in the top-level object or in its single
     /// `container` object member (absent container: neither is there; repeated: both are
@@ -470,6 +497,162 @@ impl<'a> BodyFields<'a> {
             }
         }
         Ok(fields)
+    }
+}
+
+/// A [`Field`] read by serde_json, its text owned (escapes resolved).
+#[derive(Debug, Default, PartialEq, Eq)]
+enum OwnedField {
+    /// Not there.
+    #[default]
+    Absent,
+    /// There once, as text.
+    Text(String),
+    /// There once, but not text.
+    NotText,
+    /// There more than once.
+    Repeated,
+}
+
+impl OwnedField {
+    /// Adds one more occurrence.
+    fn and(self, next: OwnedField) -> OwnedField {
+        match self {
+            OwnedField::Absent => next,
+            _ => OwnedField::Repeated,
+        }
+    }
+
+    fn field(&self) -> Field<'_> {
+        match self {
+            OwnedField::Absent => Field::Absent,
+            OwnedField::Text(text) => Field::Text(text),
+            OwnedField::NotText => Field::NotText,
+            OwnedField::Repeated => Field::Repeated,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OwnedField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OwnedField, D::Error> {
+        d.deserialize_any(FieldVisitor)
+    }
+}
+
+/// A member's value: text, or anything else (skipped unchecked, as serde_json skips).
+struct FieldVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FieldVisitor {
+    type Value = OwnedField;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<OwnedField, E> {
+        Ok(OwnedField::Text(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<OwnedField, E> {
+        Ok(OwnedField::Text(v))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<OwnedField, E> {
+        Ok(OwnedField::NotText)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<OwnedField, E> {
+        Ok(OwnedField::NotText)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<OwnedField, E> {
+        Ok(OwnedField::NotText)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<OwnedField, E> {
+        Ok(OwnedField::NotText)
+    }
+    fn visit_unit<E>(self) -> Result<OwnedField, E> {
+        Ok(OwnedField::NotText)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<OwnedField, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(OwnedField::NotText)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OwnedField, A::Error> {
+        while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        Ok(OwnedField::NotText)
+    }
+}
+
+/// The id and type of a JSON object body as serde_json reads it, for bodies simd-json refuses
+/// ([`BodyFields::read_any`]): the same [`Members`], every other member skipped without
+/// checking its escapes or its numbers' range (serde_json's `IgnoredAny`).
+#[derive(Debug, Default)]
+struct OwnedFields {
+    id: OwnedField,
+    kind: OwnedField,
+}
+
+impl OwnedFields {
+    /// Reads `json` as [`BodyFields::read`] reads a parsed body.
+    ///
+    /// # Errors
+    /// [`SchemaReject::NotJson`] when `json` is not one JSON object (or its container member
+    /// is not an object).
+    fn read(json: &[u8], members: Members) -> Result<OwnedFields, SchemaReject> {
+        let mut deserializer = serde_json::Deserializer::from_slice(json);
+        let fields = serde::Deserializer::deserialize_map(&mut deserializer, TopMembers(members))
+            .map_err(|_| SchemaReject::NotJson)?;
+        deserializer.end().map_err(|_| SchemaReject::NotJson)?;
+        Ok(fields)
+    }
+}
+
+/// Reads the top-level object for [`OwnedFields::read`].
+struct TopMembers(Members);
+
+impl<'de> serde::de::Visitor<'de> for TopMembers {
+    type Value = OwnedFields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OwnedFields, A::Error> {
+        let Members { container, id, kind } = self.0;
+        let mut fields = OwnedFields::default();
+        let mut containers = 0usize;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match container {
+                Some(name) if key == name => {
+                    containers += 1;
+                    if containers == 1 {
+                        fields = map.next_value_seed(InnerMembers(Members::top(id, kind)))?;
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                None if key == id => {
+                    fields.id = std::mem::take(&mut fields.id).and(map.next_value()?)
+                }
+                None if key == kind => {
+                    fields.kind = std::mem::take(&mut fields.kind).and(map.next_value()?);
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        if containers > 1 {
+            return Ok(OwnedFields { id: OwnedField::Repeated, kind: OwnedField::Repeated });
+        }
+        Ok(fields)
+    }
+}
+
+/// The container member's object, read with its members at its top.
+struct InnerMembers(Members);
+
+impl<'de> serde::de::DeserializeSeed<'de> for InnerMembers {
+    type Value = OwnedFields;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<OwnedFields, D::Error> {
+        d.deserialize_map(TopMembers(self.0))
     }
 }
 
@@ -622,7 +805,9 @@ pub fn inspect_batch(
     let mut left_out = 0;
     for element in array_elements(array)? {
         let mut scratch = element.to_vec();
-        let mut fields = BodyFields::read(&mut scratch, members)?;
+        let mut owned = OwnedFields::default();
+        let original = || Ok(element.to_vec());
+        let mut fields = BodyFields::read_any(&mut scratch, original, &mut owned, members)?;
         let adyen_id;
         if source.provider == Provider::Adyen {
             let (id, kind) = adyen::item_identity(element).ok_or(SchemaReject::NoEventId)?;
@@ -781,6 +966,49 @@ mod tests {
         });
         let expect = expect.map(|(id, kind)| (id.to_owned(), kind.map(str::to_owned)));
         assert_eq!(got, expect, "{provider:?} {:?}", String::from_utf8_lossy(body));
+    }
+
+    /// Valid JSON that simd-json refuses — a `\u` escape of a lone surrogate (RFC 8259 §8.2;
+    /// JavaScript's `JSON.stringify` writes one for a cut emoji) or a number no `f64` holds
+    /// (§6) — is read by serde_json, with the same rules: the id and type where the provider
+    /// puts them, repeated or non-text ids refused, and a body that is not one JSON object
+    /// still `not_json`. Such deliveries were answered 400, and GitHub does not retry a 4xx.
+    #[test]
+    fn valid_json_that_simd_json_refuses_is_read_by_serde_json() {
+        let stripe: &[(&[u8], Expect<'_>)] = &[
+            (br#"{"id":"evt_sur","type":"x","s":"\ud800"}"#, Ok(("evt_sur", Some("x")))),
+            (br#"{"n":1e99999,"id":"evt_num","type":"x"}"#, Ok(("evt_num", Some("x")))),
+            (br#"{"id":"evt_\u00e9","a":[-1e99999,{"b":"\udc00"}]}"#, Ok(("evt_\u{e9}", None))),
+            (br#"{"n":1e99999,"id":"evt_a","id":"evt_b"}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"id":7,"type":"x","n":1e99999}"#, Err(SchemaReject::BadEventId)),
+            (br#"{"s":"\udc00","type":"x"}"#, Err(SchemaReject::NoEventId)),
+            (br#"{"id":"evt_\ud800","type":"x"}"#, Err(SchemaReject::NotJson)),
+            (br#"{"id":"evt_t","n":1e99999} {}"#, Err(SchemaReject::NotJson)),
+            (br#"["\ud800"]"#, Err(SchemaReject::NotJson)),
+            (br#"{"id":"evt_open","n":1e99999"#, Err(SchemaReject::NotJson)),
+        ];
+        for (body, expect) in stripe {
+            check(Provider::Stripe, None, &[], body, *expect);
+        }
+        let pagerduty: &[(&[u8], Expect<'_>)] = &[
+            (
+                br#"{"event":{"id":"01D","event_type":"i.t","x":"\ud800"}}"#,
+                Ok(("01D", Some("i.t"))),
+            ),
+            (br#"{"n":1e99999,"event":"01D"}"#, Err(SchemaReject::NotJson)),
+            (
+                br#"{"n":1e99999,"event":{"id":"a"},"event":{"id":"b"}}"#,
+                Err(SchemaReject::BadEventId),
+            ),
+        ];
+        for (body, expect) in pagerduty {
+            check(Provider::Pagerduty, None, &[], body, *expect);
+        }
+        let batch = br#"[{"sg_event_id":"sg1","event":"delivered","s":"\ud800"},{"sg_event_id":"sg2","event":"open","n":1e99999}]"#;
+        let events = super::inspect_batch(&source(Provider::Sendgrid, None), &request(&[], batch))
+            .expect("a batch of valid JSON");
+        let ids: Vec<_> = events.iter().map(|e| e.inspected.event_id.as_str()).collect();
+        assert_eq!(ids, ["sg1", "sg2"]);
     }
 
     /// The thread's reused simd-json buffers (REUSED_JSON_BUFFERS_BYTES) carry nothing from one
