@@ -98,3 +98,26 @@ fn every_notable_log_line_has_a_reason_code() {
     }
     assert!(missing.is_empty(), "log lines without a reason code: {missing:?}");
 }
+
+/// A one-line string literal with a run of 12 or more spaces inside its text holds the
+/// indentation of a lost line continuation (a `\` at a line's end, dropped by a rewrap): users
+/// read messages like "this build reads                  formats up to 3". Tables align with
+/// fewer.
+#[test]
+fn no_message_holds_the_indentation_of_a_lost_line_continuation() {
+    let gap = " ".repeat(12);
+    let mut found = Vec::new();
+    for (path, text) in sources() {
+        for (n, line) in non_test_code(&text).lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let line = line.replace("\\\\", "").replace("\\\"", "").replace("'\"'", "");
+            let inside = line.split('"').skip(1).step_by(2);
+            if inside.into_iter().any(|literal| literal.trim().contains(&gap)) {
+                found.push(format!("{path}:{}", n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "string literals with a lost line continuation: {found:?}");
+}

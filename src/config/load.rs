@@ -848,7 +848,8 @@ impl Check<'_> {
         if read_timeout < READ_TIMEOUT_SANE.start {
             self.warn(
                 "server.read_timeout",
-                "is under 1s: senders across the internet will get 408 for ordinary latency                  (a unit typo?)",
+                "is under 1s: senders across the internet will get 408 for ordinary latency \
+                 (a unit typo?)",
             );
         } else if read_timeout > READ_TIMEOUT_SANE.end {
             self.warn(
@@ -1572,7 +1573,8 @@ impl Check<'_> {
             // cause, and then no delivery verifies. The secret itself is never shown.
             self.warn(
                 label,
-                "begins or ends with whitespace, which is part of the secret; deliveries will                  not verify unless the provider's secret has it too",
+                "begins or ends with whitespace, which is part of the secret; deliveries will \
+                 not verify unless the provider's secret has it too",
             );
         }
         if provider == Some(Provider::Stripe) && !text.starts_with("whsec_") {

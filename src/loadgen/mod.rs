@@ -194,7 +194,9 @@ fn parse_target(text: &str) -> Result<TargetParts, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("--target {text:?}: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
         // Not echoed: the password is the point of the mistake.
-        return Err("--target must not carry credentials (user:password@host): loadgen sends                     none from the URL; a Postmark source's Basic credentials go in --secret                     user:password"
+        return Err("--target must not carry credentials (user:password@host): loadgen sends \
+                    none from the URL; a Postmark source's Basic credentials go in --secret \
+                    user:password"
             .to_owned());
     }
     if url.port() == Some(0) {
