@@ -99,10 +99,32 @@ pub struct ConfigArg {
     #[arg(
         short = 'c',
         long = "config",
-        env = "HOOKWALL_CONFIG",
+        env = CONFIG_ENV,
         default_value = "/etc/hookwall/hookwall.toml"
     )]
     pub config: PathBuf,
+}
+
+/// The environment variable that names the config file when `-c`/`--config` is not given.
+pub const CONFIG_ENV: &str = "HOOKWALL_CONFIG";
+
+/// Parses the command line; bad usage exits 2 with clap's message, except an empty
+/// [`CONFIG_ENV`], which clap reports as a `--config` the user never typed given without a
+/// value.
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| {
+        let empty_env = std::env::var_os(CONFIG_ENV).is_some_and(|v| v.is_empty());
+        let about_config = e.kind() == clap::error::ErrorKind::InvalidValue
+            && e.to_string().contains("'--config <CONFIG>'");
+        if empty_env && about_config {
+            eprintln!(
+                "error: {CONFIG_ENV} is set but empty: set it to the config file's path, or \
+                 unset it (then -c/--config names the file, else /etc/hookwall/hookwall.toml)"
+            );
+            std::process::exit(2);
+        }
+        e.exit()
+    })
 }
 
 /// `hookwall migrate`: brings the PostgreSQL schema to this binary's version.

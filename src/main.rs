@@ -1,7 +1,5 @@
 //! The `hookwall` binary: parses the command line and hands it to [`hookwall::cli::run`].
 
-use clap::Parser as _;
-
 /// mimalloc instead of glibc's malloc: after the dispatcher had drained a backlog of 850k
 /// events, glibc's `_int_malloc` and `malloc_consolidate` took a tenth of the server's CPU and
 /// forwarding fell from 25k to 20k events/s; with mimalloc it stayed at 24k (issue 6,
@@ -10,7 +8,7 @@ use clap::Parser as _;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    hookwall::cli::run(hookwall::cli::Cli::parse())
+    hookwall::cli::run(hookwall::cli::parse())
 }
 
 /// Refuses to run on a CPU without the x86_64 features this build was compiled for

@@ -19,5 +19,12 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class Server(http.server.ThreadingHTTPServer):
+    # The default backlog of 5 overflows when hookwall opens its destination connections
+    # (`concurrency_max`, 64 by default) at once: refused and timed-out attempts, retried,
+    # then delivered twice. A real downstream listens with a deep backlog too.
+    request_queue_size = 1024
+
+
 port = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
-http.server.ThreadingHTTPServer(("127.0.0.1", port), Sink).serve_forever()
+Server(("127.0.0.1", port), Sink).serve_forever()

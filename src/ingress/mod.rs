@@ -91,15 +91,15 @@ fn socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
     )
 }
 
-/// "Address in use" rewritten to name the address and the likely cause; other errors as
-/// they are.
+/// A failed bind of `addr`, naming the address: "address in use" with its likely cause, any
+/// other error (an address no interface has, a privileged port) after the address.
 pub(crate) fn in_use(addr: SocketAddr, e: io::Error) -> io::Error {
-    if e.kind() == io::ErrorKind::AddrInUse {
-        let why = format!("{addr} is already in use (another hookwall, or another server?)");
-        io::Error::new(io::ErrorKind::AddrInUse, why)
+    let why = if e.kind() == io::ErrorKind::AddrInUse {
+        format!("{addr} is already in use (another hookwall, or another server?)")
     } else {
-        e
-    }
+        format!("cannot listen on {addr}: {e}")
+    };
+    io::Error::new(e.kind(), why)
 }
 
 /// Accept failures (EMFILE, ENFILE, ENOMEM, …) are logged at most this often.

@@ -381,10 +381,17 @@ fn shard_cfs(s: usize) -> [String; 3] {
 /// R10), else `shards_if_new`, which is then persisted with a synced write.
 ///
 /// # Errors
-/// [`Error::Open`] when RocksDB cannot open or create it, [`Error::Shards`] for a count out of
-/// `1..=SHARDS_MAX`, [`Error::Corrupt`] when `meta` holds an unreadable count.
+/// [`Error::NotALedger`] for a path that is not (or holds no) ledger or whose directory cannot
+/// be created, [`Error::Open`] when RocksDB cannot open or create it, [`Error::Shards`] for a
+/// count out of `1..=SHARDS_MAX`, [`Error::Corrupt`] when `meta` holds an unreadable count.
 pub fn open(path: &Path, shards_if_new: usize) -> Result<(Db, usize), Error> {
     check_ledger_directory(path)?;
+    // Created here, as RocksDB would, so a directory that cannot be made (no permission on a
+    // parent, a read-only file system) is reported in plain words, not RocksDB's.
+    std::fs::create_dir_all(path).map_err(|e| Error::NotALedger {
+        path: path.to_path_buf(),
+        reason: format!("its directory cannot be created: {e}"),
+    })?;
     let open_err = |source| Error::Open { path: path.to_path_buf(), source };
     // A missing DB has no CF list yet; RocksDB then creates everything.
     let mut names = Db::list_cf(&Options::default(), path).unwrap_or_default();

@@ -104,10 +104,49 @@ fn a_failed_start_is_reported_whatever_hookwall_log_says() {
         assert_eq!(out.status.code(), Some(1), "{filter}: exit code; stderr:\n{stderr}");
         assert!(stderr.contains("ledger.path"), "{filter}: names the field; stderr:\n{stderr}");
         assert!(stderr.contains("Not a directory"), "{filter}: says why:\n{stderr}");
+        // In words, not as a Rust value (`Os { code: 20, kind: NotADirectory, … }`).
+        let words = "ledger/sub: its directory cannot be created: Not a directory (os error 20)";
+        assert!(stderr.contains(words) && !stderr.contains("Os {"), "{filter}:\n{stderr}");
         if filter.contains('[') {
             assert!(stderr.contains("is not a log filter"), "{filter}: reported:\n{stderr}");
         }
     }
+}
+
+/// SPEC §1: an empty `HOOKWALL_CONFIG` is named as the problem (clap reported a `--config`
+/// given without a value, which the user never typed), exit 2.
+#[test]
+fn an_empty_hookwall_config_is_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for command in ["check-config", "serve"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookwall"))
+            .arg(command)
+            .current_dir(dir.path())
+            .env("HOOKWALL_CONFIG", "")
+            .env("HOOKWALL_LOG", "warn")
+            .output()
+            .expect("running hookwall");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: exit code:\n{stderr}");
+        assert!(stderr.contains("HOOKWALL_CONFIG is set but empty"), "{command}:\n{stderr}");
+    }
+}
+
+/// A listen address no interface has (192.0.2.1, TEST-NET-1) fails the start naming the
+/// address and the field, not only the system's "Cannot assign requested address".
+#[test]
+fn an_address_that_cannot_be_listened_on_is_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
+    let text = good.replace("listen = \"127.0.0.1:0\"", "listen = \"192.0.2.1:18080\"");
+    assert!(text.contains("192.0.2.1"), "the config names the address:\n{text}");
+    let path = dir.path().join("unassignable.toml");
+    std::fs::write(&path, text).expect("writing the config");
+    let out = hookwall(&["serve", "-c", &path.display().to_string()], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit code:\n{stderr}");
+    let says = "server.listen: cannot listen on 192.0.2.1:18080: Cannot assign requested address";
+    assert!(stderr.contains(says), "{stderr}");
 }
 
 /// SPEC §1: `check-config` refuses a `ledger.path` that `serve` could never open — a file, or
