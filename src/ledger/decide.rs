@@ -162,7 +162,8 @@ pub fn scope_of(key: &str) -> &str {
 pub struct Spans {
     /// How long after settling a delivered or dropped event keeps its payload.
     pub payload: Duration,
-    /// How long after admission a delivered or dropped event keeps its identity (claim).
+    /// How long after admission a delivered or dropped event keeps its identity (claim), at
+    /// least (a clean delivery's, up to a second more: `Shard::schedule_delivered_expiry`).
     pub dedupe: Duration,
     /// Most events whose expiry entries one sweep handles: [`SWEEP_BATCH_MAX`] in the ledger;
     /// the simulator uses a few, so that one event's entries often fall into different sweeps.

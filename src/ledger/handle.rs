@@ -48,7 +48,8 @@ pub struct Retention {
     /// removed this long after it settled.
     pub payload: std::time::Duration,
     /// `ledger.dedupe_retention`: a delivered or dropped event's claim (its identity) is
-    /// removed this long after it was admitted; a copy arriving later is admitted anew.
+    /// removed this long after it was admitted (up to a second later for a clean delivery,
+    /// whose expiry entry its group commit shares); a copy arriving later is admitted anew.
     pub dedupe: std::time::Duration,
     /// Unix ms now.
     pub now_ms: Arc<dyn Fn() -> u64 + Send + Sync>,

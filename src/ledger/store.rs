@@ -69,8 +69,8 @@ pub fn cf_inbox(s: usize) -> String {
 pub fn cf_schedule(s: usize) -> String {
     format!("schedule/{s}")
 }
-/// `meta` key prefix of shard `s`'s expiry entries (`exp/{s}/` ‖ due_ms ‖ kind ‖ seq → key;
-/// R25). In `meta` rather than a column family of their own: every column family costs the
+/// `meta` key prefix of shard `s`'s expiry entries (`exp/{s}/` ‖ due_ms ‖ kind ‖ seq → key, or
+/// the list of a group commit's events: `codec::ExpiryKind`; R25). In `meta` rather than a column family of their own: every column family costs the
 /// process a file descriptor.
 pub fn meta_expiry_prefix(s: usize) -> Vec<u8> {
     format!("exp/{s}/").into_bytes()

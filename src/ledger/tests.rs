@@ -1193,7 +1193,7 @@ fn shard_with_retention(
     shard_with_sweeps_of(dir, payload_ms, dedupe_ms, decide::SWEEP_BATCH_MAX)
 }
 
-/// As [`shard_with_retention`], with sweeps of at most `sweep_batch` expiry entries.
+/// As [`shard_with_retention`], with sweeps of at most `sweep_batch` events' expiry entries.
 fn shard_with_sweeps_of(
     dir: &Path,
     payload_ms: u64,
@@ -1492,10 +1492,11 @@ fn operated(key: &str, action: OpAction) -> decide::Input {
 }
 
 /// R25 never forgets an identity inside its window, even when one event has two identity
-/// expiry entries: dropped by an operator (one entry), replayed and delivered (another, at the
-/// same time). If the first is swept, the identity expires and the event is admitted anew, the
-/// second — swept later because a sweep stops after its batch of entries — must not remove
-/// the new admission's claim: identity entries are checked against the claim's seq.
+/// expiry entries: dropped by an operator (one entry, at its window's end), replayed and
+/// delivered (another, shared with its group commit: up to a second later). If the first is
+/// swept, the identity expires and the event is admitted anew, the second — swept later —
+/// must not remove the new admission's claim: identity entries are checked against the claim's
+/// seq, per event of a shared entry too.
 #[test]
 fn a_second_identity_entry_never_removes_a_readmitted_claim() {
     const PAYLOAD_MS: u64 = 1_000;
@@ -1516,7 +1517,10 @@ fn a_second_identity_entry_never_removes_a_readmitted_claim() {
     sweep_now(&mut logic, &store, &db, expiry);
     assert!(decide::claim(&store, "t/s/k").expect("reads").is_none(), "first identity expired");
     writer_turn(&mut logic, &store, &db, expiry + 1, vec![admit("t/s/k", expiry + 1)]);
-    sweep_now(&mut logic, &store, &db, expiry + 1);
+    // Past the second entry's time (the end of the second of receipt, plus the window).
+    let second_entry = t0 / 1_000 * 1_000 + 999 + DEDUPE_MS;
+    sweep_now(&mut logic, &store, &db, second_entry);
+    assert_eq!(expiry_entries(&db), [], "the second entry was swept");
     let claim = decide::claim(&store, "t/s/k").expect("reads");
     assert!(
         claim.is_some_and(|c| c.seq > 0),

@@ -215,7 +215,7 @@ impl World {
             retention: Some(Spans {
                 payload: Duration::from_millis(PAYLOAD_MS),
                 dedupe: Duration::from_millis(DEDUPE_MS),
-                // A few entries per sweep (1..=4), so one event's entries (payload, identity,
+                // A few events' entries per sweep (1..=4), so one event's entries (payload, identity,
                 // and a second pair after a drop and replay) often fall into different sweeps.
                 sweep_batch: 1 + rng.below(4),
             }),
@@ -295,6 +295,7 @@ impl World {
             self.check().map_err(|e| format!("quiet step {step}: {e}"))?;
             if self.settled() {
                 self.final_check()?;
+                self.retention_leaves_nothing()?;
                 self.stats.read_faults = self.db.borrow().read_faults.get();
                 return Ok(self.stats);
             }
@@ -803,6 +804,86 @@ impl World {
         self.events.iter().all(|e| e.acked)
             && self.unsettled().is_empty()
             && self.in_flight.is_empty()
+    }
+
+    /// After the end, once every retention has run out (an identity may expire up to a second
+    /// after its window, R25): sweeps remove every delivered or dropped event — claim, payload,
+    /// history, delivered mark — and every expiry entry, leaving only dead events (they wait
+    /// for an operator). A lost or never-written expiry entry would leave its events forever.
+    fn retention_leaves_nothing(&mut self) -> Result<(), String> {
+        self.now += DEDUPE_MS + PAYLOAD_MS + 2_000;
+        for s in 0..SHARDS {
+            let mut sweeps = 0;
+            loop {
+                let view = View { db: &self.db, shard: s, faulty: false };
+                let Some(decide::Sweep { batch, through, .. }) =
+                    self.shards[s].sweep(&view, self.now)
+                else {
+                    break;
+                };
+                self.db.borrow_mut().write(batch, false).expect("no faults after the end");
+                self.shards[s].swept(through);
+                sweeps += 1;
+                if sweeps > 100_000 {
+                    return Err(format!("shard {s}: retention sweeps never end"));
+                }
+            }
+        }
+        self.check()?;
+        for s in 0..SHARDS {
+            let view = self.oracle(s);
+            let mut left = Vec::new();
+            let mut each_claim = |k: &[u8], _: &[u8]| {
+                left.push(String::from_utf8(k.to_vec()).expect("claim keys are text"));
+                std::ops::ControlFlow::Continue(())
+            };
+            decide::ShardStore::scan(&view, Col::Claims, &[], &[0xFF; 8], &mut each_claim)
+                .expect("oracle reads do not fail");
+            let mut dead = BTreeSet::new();
+            for key in left {
+                let c = decide::claim(&view, &key).expect("oracle reads do not fail");
+                match c {
+                    Some(c) if c.state == EventState::Dead => {
+                        dead.insert(c.seq);
+                    }
+                    Some(c) => {
+                        return Err(format!(
+                            "shard {s}: {key} (seq {}, {:?}) outlived every retention",
+                            c.seq, c.state
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            let mut rows = Vec::new();
+            let mut each_row = |k: &[u8], _: &[u8]| {
+                rows.push(u64::from_be_bytes(
+                    k[..8].try_into().expect("inbox keys start with a seq"),
+                ));
+                std::ops::ControlFlow::Continue(())
+            };
+            decide::ShardStore::scan(&view, Col::Inbox, &[], &[0xFF; 21], &mut each_row)
+                .expect("oracle reads do not fail");
+            if let Some(seq) = rows.iter().find(|seq| !dead.contains(seq)) {
+                return Err(format!("shard {s}: inbox rows of seq {seq} outlived every retention"));
+            }
+            let prefix = format!("exp/{s}/").into_bytes();
+            let mut end = prefix.clone();
+            end.push(0xFF);
+            let mut entries = 0usize;
+            let mut each_entry = |_: &[u8], _: &[u8]| {
+                entries += 1;
+                std::ops::ControlFlow::Continue(())
+            };
+            decide::ShardStore::scan(&view, Col::Meta, &prefix, &end, &mut each_entry)
+                .expect("oracle reads do not fail");
+            if entries > 0 {
+                return Err(format!(
+                    "shard {s}: {entries} expiry entries outlived every retention"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The end: every acknowledged event is delivered (and the destination got it), dead or
