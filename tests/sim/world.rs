@@ -736,15 +736,8 @@ impl World {
             let view = self.oracle(s);
             // Every claim of the shard, acknowledged or not (a delivery does not wait for the
             // sender to hear its acknowledgment).
-            let mut keys = Vec::new();
-            let mut each_claim = |k: &[u8], _: &[u8]| {
-                keys.push(String::from_utf8(k.to_vec()).expect("claim keys are text"));
-                std::ops::ControlFlow::Continue(())
-            };
-            decide::ShardStore::scan(&view, Col::Claims, &[], &[0xFF; 8], &mut each_claim)
-                .expect("oracle reads do not fail");
             let mut delivered = BTreeSet::new();
-            for key in keys {
+            for key in claim_keys(&view) {
                 let c = decide::claim(&view, &key).expect("oracle reads do not fail");
                 if let Some(c) = c.filter(|c| c.state == EventState::Delivered) {
                     delivered.insert((s, c.seq));
@@ -832,15 +825,8 @@ impl World {
         self.check()?;
         for s in 0..SHARDS {
             let view = self.oracle(s);
-            let mut left = Vec::new();
-            let mut each_claim = |k: &[u8], _: &[u8]| {
-                left.push(String::from_utf8(k.to_vec()).expect("claim keys are text"));
-                std::ops::ControlFlow::Continue(())
-            };
-            decide::ShardStore::scan(&view, Col::Claims, &[], &[0xFF; 8], &mut each_claim)
-                .expect("oracle reads do not fail");
             let mut dead = BTreeSet::new();
-            for key in left {
+            for key in claim_keys(&view) {
                 let c = decide::claim(&view, &key).expect("oracle reads do not fail");
                 match c {
                     Some(c) if c.state == EventState::Dead => {
@@ -907,4 +893,16 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// The key of every claim `view`'s shard holds.
+fn claim_keys(view: &View<'_>) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut each_claim = |k: &[u8], _: &[u8]| {
+        keys.push(String::from_utf8(k.to_vec()).expect("claim keys are text"));
+        std::ops::ControlFlow::Continue(())
+    };
+    decide::ShardStore::scan(view, Col::Claims, &[], &[0xFF; 8], &mut each_claim)
+        .expect("oracle reads do not fail");
+    keys
 }
