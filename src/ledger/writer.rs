@@ -429,7 +429,7 @@ impl Writer {
             }
             Err(e) => {
                 self.shared.healthy.store(false, Ordering::SeqCst);
-                tracing::error!(code = "ledger_write_failed", shard = self.shard, error = %e, items, "The ledger could not write a batch; its admissions are answered unavailable.");
+                commits.failed(self.shard, &e, items, clock::monotonic());
                 false
             }
         };
@@ -482,10 +482,35 @@ pub(super) const COMMIT_SLOW_LOG_EVERY: Duration = Duration::from_secs(1);
 /// are not timed. Made on the thread that writes: the perf context is that thread's.
 pub(super) struct CommitClock {
     ctx: PerfContext,
-    /// When the last `ledger_commit_slow` line was written.
+    /// `ledger_commit_slow` lines.
+    slow_log: LogEvery,
+    /// `ledger_write_failed` lines: a failed WAL write fails every later one until the ledger
+    /// is reopened (the process exits after `server::LEDGER_UNWRITABLE_MAX`), one per drain, and a
+    /// line each was one per request at any request rate (review: 42 lines for 31 requests).
+    failed_log: LogEvery,
+}
+
+/// At most one log line per [`COMMIT_SLOW_LOG_EVERY`] for a condition a failing disk repeats
+/// at the commit rate; the occurrences held back are counted into the next line.
+#[derive(Debug, Default)]
+struct LogEvery {
+    /// When the last line was written.
     logged_at: Option<Instant>,
-    /// Slow commits since then that were not logged (rate limit).
+    /// Occurrences since then that were not logged.
     unlogged: u64,
+}
+
+impl LogEvery {
+    /// `Some(occurrences held back since the last line)` when a line is due at `now` (and it
+    /// then counts as written); else `None`, and this occurrence is counted.
+    fn due(&mut self, now: Instant) -> Option<u64> {
+        if self.logged_at.is_some_and(|at| now.duration_since(at) < COMMIT_SLOW_LOG_EVERY) {
+            self.unlogged += 1;
+            return None;
+        }
+        self.logged_at = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
 }
 
 /// Where one write's time went, in ns, from RocksDB's perf context (`rocksdb::PerfContext`:
@@ -510,7 +535,11 @@ pub(super) struct WriteBreakdown {
 
 impl CommitClock {
     pub(super) fn new() -> CommitClock {
-        CommitClock { ctx: PerfContext::default(), logged_at: None, unlogged: 0 }
+        CommitClock {
+            ctx: PerfContext::default(),
+            slow_log: LogEvery::default(),
+            failed_log: LogEvery::default(),
+        }
     }
 
     /// Writes `batch` with `opts`, timed. Returns RocksDB's result and the wall time it took.
@@ -555,10 +584,9 @@ impl CommitClock {
         synced: bool,
         now: Instant,
     ) -> bool {
-        if self.logged_at.is_some_and(|at| now.duration_since(at) < COMMIT_SLOW_LOG_EVERY) {
-            self.unlogged += 1;
+        let Some(unlogged) = self.slow_log.due(now) else {
             return false;
-        }
+        };
         let b = self.breakdown(took);
         let ms = |ns: u64| (ns / 10_000) as f64 / 100.0;
         tracing::warn!(
@@ -571,11 +599,26 @@ impl CommitClock {
             stall_ms = ms(b.stall_ns),
             memtable_ms = ms(b.memtable_ns),
             other_ms = ms(b.other_ns),
-            unlogged = self.unlogged,
+            unlogged,
             "A ledger group commit was slow; every admission in it waited for it (wal: the disk's write and fdatasync; stall: RocksDB holding writes while flushes or compactions catch up)."
         );
-        self.logged_at = Some(now);
-        self.unlogged = 0;
+        true
+    }
+
+    /// Reports a failed write of `items` as a `ledger_write_failed` error — at most one line
+    /// per [`COMMIT_SLOW_LOG_EVERY`], each counting the failures held back since the last.
+    /// Returns whether it logged.
+    pub(super) fn failed(
+        &mut self,
+        shard: usize,
+        error: &rocksdb::Error,
+        items: usize,
+        now: Instant,
+    ) -> bool {
+        let Some(unlogged) = self.failed_log.due(now) else {
+            return false;
+        };
+        tracing::error!(code = "ledger_write_failed", shard, error = %error, items, unlogged, "The ledger could not write a batch; its admissions are answered unavailable (logged at most once a second; unlogged: failures since the last line).");
         true
     }
 }
@@ -683,11 +726,33 @@ mod tests {
         assert!(clock.slow(0, took, 3, true, t0), "the first slow commit is logged");
         assert!(!clock.slow(0, took, 3, true, t0 + COMMIT_SLOW_LOG_EVERY / 2));
         assert!(!clock.slow(0, took, 3, true, t0 + COMMIT_SLOW_LOG_EVERY / 2));
-        assert_eq!(clock.unlogged, 2);
+        assert_eq!(clock.slow_log.unlogged, 2);
         assert!(
             clock.slow(0, took, 3, true, t0 + COMMIT_SLOW_LOG_EVERY),
             "logged again after the interval"
         );
-        assert_eq!(clock.unlogged, 0, "the line carried the count");
+        assert_eq!(clock.slow_log.unlogged, 0, "the line carried the count");
+    }
+
+    /// A failing ledger fails every drain: one `ledger_write_failed` line per
+    /// `COMMIT_SLOW_LOG_EVERY` at most, not one per drain (one per request under load), each
+    /// counting the failures held back; slow commits keep their own interval.
+    #[test]
+    fn failed_writes_are_logged_at_most_once_per_interval_and_counted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mut clock, took) = synced_write(dir.path());
+        let missing = dir.path().join("missing");
+        let Err(error) = rocksdb::DB::open(&rocksdb::Options::default(), missing) else {
+            panic!("a DB where there is none");
+        };
+        let t0 = clock::monotonic();
+        assert!(clock.failed(0, &error, 5, t0), "the first failure is logged");
+        for _ in 0..1000 {
+            assert!(!clock.failed(0, &error, 5, t0 + COMMIT_SLOW_LOG_EVERY / 2));
+        }
+        assert_eq!(clock.failed_log.unlogged, 1000);
+        assert!(clock.slow(0, took, 3, true, t0), "a slow commit is not held back by failures");
+        assert!(clock.failed(0, &error, 5, t0 + COMMIT_SLOW_LOG_EVERY), "logged again");
+        assert_eq!(clock.failed_log.unlogged, 0, "the line carried the count");
     }
 }
