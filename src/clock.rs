@@ -30,8 +30,13 @@ const RFC3339_MS_MAX: u64 = 253_402_300_799_999;
 /// 9999-12-31T23:59:59.999Z instead of panicking (humantime's formatter refuses five-digit
 /// years, and a panic aborts `serve`).
 pub fn rfc3339_ms(ms: u64) -> String {
+    rfc3339_ms_display(ms).to_string()
+}
+
+/// [`rfc3339_ms`] as a `Display`, to write into a buffer without a `String` of its own.
+pub fn rfc3339_ms_display(ms: u64) -> impl std::fmt::Display {
     let at = UNIX_EPOCH + std::time::Duration::from_millis(ms.min(RFC3339_MS_MAX));
-    humantime::format_rfc3339_millis(at).to_string()
+    humantime::format_rfc3339_millis(at)
 }
 
 #[cfg(test)]

@@ -173,7 +173,8 @@ pub(super) fn request_bytes(
     line(&mut out, &[b"POST ", endpoint.target.as_bytes(), b" HTTP/1.1"]);
     line(&mut out, &[b"host: ", endpoint.authority().as_bytes()]);
     line(&mut out, &[b"user-agent: ", USER_AGENT.as_bytes()]);
-    line(&mut out, &[b"content-length: ", body.len().to_string().as_bytes()]);
+    // Written in place (`to_string` was an allocation per attempt).
+    let _ = std::io::Write::write_fmt(&mut out, format_args!("content-length: {}\r\n", body.len()));
     each(&mut |name, value| {
         debug_assert!(sendable(value), "{name}: an emitted value must be sendable");
         line(&mut out, &[name.as_bytes(), b": ", value]);
@@ -250,9 +251,22 @@ pub(super) fn each_forward_header(
     emit_text(emit, "idempotency-key", &event.key);
     emit_text(emit, "hookwall-source", &target.source_id);
     emit_text(emit, "hookwall-event-id", event_id(&event.key));
-    emit_text(emit, "hookwall-attempt", &attempt.to_string());
-    emit_text(emit, "hookwall-received-at", &received_at(event.received_at_ms));
-    emit_text(emit, "hookwall-verification", &verification(target.provider, event));
+    // The formatted values through one buffer: a `String` each was three allocations per
+    // attempt on the dispatcher (issue 6).
+    let mut text = String::with_capacity(96);
+    let mut emit_formatted = |name: &'static str, args: std::fmt::Arguments<'_>| {
+        use std::fmt::Write as _;
+        text.clear();
+        let _ = text.write_fmt(args);
+        emit_text(emit, name, &text);
+    };
+    emit_formatted("hookwall-attempt", format_args!("{attempt}"));
+    let received = crate::clock::rfc3339_ms_display(event.received_at_ms);
+    emit_formatted("hookwall-received-at", format_args!("{received}"));
+    emit_formatted(
+        "hookwall-verification",
+        format_args!("{}", Verification(target.provider, event)),
+    );
 }
 
 /// Emits the Standard Webhooks signature of a forward (SPEC §5): `webhook-id` = the
@@ -285,20 +299,22 @@ pub(super) fn event_id(key: &str) -> &str {
     key.splitn(3, '/').nth(2).unwrap_or(key)
 }
 
-/// `Hookwall-Received-At`: RFC 3339 with milliseconds, UTC ([`crate::clock::rfc3339_ms`]).
-fn received_at(received_at_ms: u64) -> String {
-    crate::clock::rfc3339_ms(received_at_ms)
-}
+/// `Hookwall-Verification: provider=…; key_id=…[; skew_s=…]` (the provider and the event) —
+/// skew is received-at seconds minus the signed timestamp, omitted when the provider signs
+/// none. `Hookwall-Received-At` is RFC 3339 with milliseconds, UTC
+/// ([`crate::clock::rfc3339_ms`]).
+struct Verification<'a>(&'a str, &'a DueEvent);
 
-/// `Hookwall-Verification: provider=…; key_id=…[; skew_s=…]` — skew is received-at seconds
-/// minus the signed timestamp, omitted when the provider signs none.
-fn verification(provider: &str, event: &DueEvent) -> String {
-    let mut text = format!("provider={provider}; key_id={}", event.secret_id);
-    if let Some(signed_at) = event.signed_at {
-        let received_s = i64::try_from(event.received_at_ms / 1000).unwrap_or(i64::MAX);
-        text.push_str(&format!("; skew_s={}", received_s.saturating_sub(signed_at)));
+impl std::fmt::Display for Verification<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Verification(provider, event) = self;
+        write!(f, "provider={provider}; key_id={}", event.secret_id)?;
+        if let Some(signed_at) = event.signed_at {
+            let received_s = i64::try_from(event.received_at_ms / 1000).unwrap_or(i64::MAX);
+            write!(f, "; skew_s={}", received_s.saturating_sub(signed_at))?;
+        }
+        Ok(())
     }
-    text
 }
 
 /// Emits `value` as it is (`http` takes bytes from 0x80 up as obs-text), or percent-encoded
