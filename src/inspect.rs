@@ -457,7 +457,11 @@ impl<'a> BodyFields<'a> {
     ) -> Result<BodyFields<'a>, SchemaReject> {
         match BodyFields::read(scratch, members) {
             Err(SchemaReject::NotJson) => {
-                *owned = OwnedFields::read(&original()?, members)?;
+                let original = original()?;
+                // JSON text is UTF-8 (RFC 8259 §8.1): simd-json checks it, serde_json not in
+                // what it skips (review: `"s":"\xff"` was admitted through here).
+                std::str::from_utf8(&original).map_err(|_| SchemaReject::NotJson)?;
+                *owned = OwnedFields::read(&original, members)?;
                 Ok(BodyFields { id: owned.id.field(), kind: owned.kind.field() })
             }
             read => read,
@@ -986,6 +990,13 @@ mod tests {
             (br#"{"id":"evt_t","n":1e99999} {}"#, Err(SchemaReject::NotJson)),
             (br#"["\ud800"]"#, Err(SchemaReject::NotJson)),
             (br#"{"id":"evt_open","n":1e99999"#, Err(SchemaReject::NotJson)),
+            // Not UTF-8 where serde_json only skips: still not JSON (RFC 8259 §8.1).
+            (b"{\"id\":\"evt_u\",\"s\":\"\xff\xfe\"}", Err(SchemaReject::NotJson)),
+            (
+                b"{\"id\":\"evt_u\",\"d\":{\"s\":[\"\xc0\xaf\"]},\"n\":1e99999}",
+                Err(SchemaReject::NotJson),
+            ),
+            (b"{\"id\":\"evt_u\",\"d\":{\"\xff\":1}}", Err(SchemaReject::NotJson)),
         ];
         for (body, expect) in stripe {
             check(Provider::Stripe, None, &[], body, *expect);
