@@ -114,9 +114,11 @@ pub const CONFIG_ENV: &str = "HOOKWALL_CONFIG";
 pub fn parse() -> Cli {
     Cli::try_parse().unwrap_or_else(|e| {
         let empty_env = std::env::var_os(CONFIG_ENV).is_some_and(|v| v.is_empty());
+        let typed = std::env::args_os()
+            .any(|a| a == "-c" || a == "--config" || a.to_string_lossy().starts_with("--config="));
         let about_config = e.kind() == clap::error::ErrorKind::InvalidValue
             && e.to_string().contains("'--config <CONFIG>'");
-        if empty_env && about_config {
+        if empty_env && about_config && !typed {
             eprintln!(
                 "error: {CONFIG_ENV} is set but empty: set it to the config file's path, or \
                  unset it (then -c/--config names the file, else /etc/hookwall/hookwall.toml)"

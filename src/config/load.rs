@@ -993,12 +993,14 @@ impl Check<'_> {
         if payload_retention > dedupe_retention {
             // Named as the user's or as the default, which a short dedupe_retention alone
             // passes (the message once blamed a payload_retention the file did not set).
-            let which = if payload.is_some() { "" } else { "(unset: 3d, the default) " };
+            let (payload_text, dedupe_text) = (human(payload_retention), human(dedupe_retention));
+            let which = if payload.is_some() { "" } else { "(unset: the default) " };
             self.warn(
                 "ledger.payload_retention",
                 &format!(
-                    "{which}is longer than ledger.dedupe_retention; bodies outlive their \
-                     identities: set payload_retention at most dedupe_retention"
+                    "{payload_text} {which}is longer than ledger.dedupe_retention \
+                     ({dedupe_text}): a cleanly delivered event's body outlives its identity; \
+                     set payload_retention to at most dedupe_retention"
                 ),
             );
         }
@@ -2679,8 +2681,8 @@ mod tests {
     fn a_default_payload_retention_is_named_as_the_default() {
         let text = minimal_with("[ledger]\ndedupe_retention = \"1h\"", "");
         let config = Config::from_toml_str_at(&text, Path::new("x.toml"), &env, NOW).unwrap();
-        let said = "ledger.payload_retention: (unset: 3d, the default) is longer than \
-                    ledger.dedupe_retention";
+        let said = "ledger.payload_retention: 3days (unset: the default) is longer than \
+                    ledger.dedupe_retention (1h):";
         assert!(config.warnings.iter().any(|w| w.contains(said)), "{:#?}", config.warnings);
     }
 
@@ -2698,7 +2700,7 @@ mod tests {
             &text,
             Expect::Ok(&[
                 "ledger.sync: false: acks before fsync; for benchmarks only",
-                "ledger.payload_retention: is longer than ledger.dedupe_retention",
+                "ledger.payload_retention: 2days is longer than ledger.dedupe_retention (1day)",
                 "destination[unused].signing_secret: inline secret value; prefer env or file",
                 "source[s]: every secret is past its not_after",
                 "ledger.dedupe_retention: is 1day but source s (github) needs at least 3days",

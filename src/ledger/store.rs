@@ -429,7 +429,11 @@ fn check_ledger_directory(path: &Path) -> Result<(), Error> {
     let refuse = |reason: String| Err(Error::NotALedger { path: path.to_path_buf(), reason });
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
-        // Missing: created at open. Unreadable: RocksDB reports it with its own words.
+        // A file where a parent directory should be: no ledger can ever be made there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return refuse("a part of the path before it is a file, not a directory".to_owned());
+        }
+        // Missing: created at open. Unreadable: reported by the open.
         Err(_) => return Ok(()),
     };
     if !meta.is_dir() {

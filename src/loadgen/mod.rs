@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     pub secret: String,
     /// Open loop: requests per second, `N` or `N/s` (default 1000/s).
-    #[arg(long, conflicts_with = "max", allow_negative_numbers = true)]
+    #[arg(long, conflicts_with = "max", allow_hyphen_values = true)]
     pub rate: Option<String>,
     /// Closed loop: each connection sends as fast as it is answered.
     #[arg(long)]
@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
     pub connections: usize,
     /// Share of requests that re-send an earlier event (0 ≤ x < 1).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     pub duplicates: f64,
     /// How long one response may take before the request counts as timed out, humantime.
     #[arg(long, default_value = "10s")]
@@ -192,8 +192,9 @@ type TargetParts = (String, (String, u16), String, String);
 
 fn parse_target(text: &str) -> Result<TargetParts, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("--target {text:?}: {e}"))?;
-    // The URL standard reads `http:///x` as host `x`; a missing host is what was typed.
-    if text.split_once("://").is_some_and(|(_, rest)| rest.starts_with('/')) {
+    // The URL standard reads `http:///x`, `http:/x` and `http:x` as host `x`; a missing host
+    // is what was typed.
+    if !text.split_once("://").is_some_and(|(_, rest)| !rest.is_empty() && !rest.starts_with('/')) {
         return Err(format!("--target {text:?}: no host (http://host[:port]/path)"));
     }
     if !url.username().is_empty() || url.password().is_some() {

@@ -80,15 +80,14 @@ fn refused_by_check_and_serve(path: &std::path::Path, cwd: &std::path::Path, say
 /// A `serve` that cannot start still says why when `HOOKWALL_LOG` hides its log (a mistyped
 /// level is read as a target name and enables nothing; an audit's `HOOKWALL_LOG=debgu` run
 /// exited 1 with no output at all), and an invalid filter is reported and `info` used. The
-/// ledger path here lies under a file: RocksDB cannot create it (`check-config` only looks at
-/// the path itself, see `a_ledger_path_that_cannot_be_a_ledger_is_a_config_error`).
+/// listen address here is one no interface has (192.0.2.1, TEST-NET-1): a valid config whose
+/// start fails.
 #[test]
 fn a_failed_start_is_reported_whatever_hookwall_log_says() {
     let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("ledger"), b"not a ledger").expect("writing a file");
     let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
-    let good = good.replace("path = \"./ledger\"", "path = \"./ledger/sub\"");
-    assert!(good.contains("./ledger/sub"), "the config names the ledger path:\n{good}");
+    let good = good.replace("listen = \"127.0.0.1:0\"", "listen = \"192.0.2.1:18080\"");
+    assert!(good.contains("192.0.2.1"), "the config names the address:\n{good}");
     let path = dir.path().join("good.toml");
     std::fs::write(&path, good).expect("writing the config");
     let path_text = path.display().to_string();
@@ -102,11 +101,9 @@ fn a_failed_start_is_reported_whatever_hookwall_log_says() {
             .expect("running hookwall");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{filter}: exit code; stderr:\n{stderr}");
-        assert!(stderr.contains("ledger.path"), "{filter}: names the field; stderr:\n{stderr}");
-        assert!(stderr.contains("Not a directory"), "{filter}: says why:\n{stderr}");
-        // In words, not as a Rust value (`Os { code: 20, kind: NotADirectory, … }`).
-        let words = "ledger/sub: its directory cannot be created: Not a directory (os error 20)";
-        assert!(stderr.contains(words) && !stderr.contains("Os {"), "{filter}:\n{stderr}");
+        assert!(stderr.contains("server.listen"), "{filter}: names the field; stderr:\n{stderr}");
+        let why = "cannot listen on 192.0.2.1:18080: Cannot assign requested address";
+        assert!(stderr.contains(why), "{filter}: says why:\n{stderr}");
         if filter.contains('[') {
             assert!(stderr.contains("is not a log filter"), "{filter}: reported:\n{stderr}");
         }
@@ -132,21 +129,23 @@ fn an_empty_hookwall_config_is_named() {
     }
 }
 
-/// A listen address no interface has (192.0.2.1, TEST-NET-1) fails the start naming the
-/// address and the field, not only the system's "Cannot assign requested address".
+/// A ledger directory that cannot be created (here under `/proc`, where not even root can
+/// make one) fails the start in words, naming the path — not RocksDB's text with a Rust value
+/// in it (`Os { code: 13, kind: PermissionDenied, … }`, review).
 #[test]
-fn an_address_that_cannot_be_listened_on_is_named() {
+fn a_ledger_directory_that_cannot_be_created_is_said_in_words() {
     let dir = tempfile::tempdir().expect("temp dir");
     let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
-    let text = good.replace("listen = \"127.0.0.1:0\"", "listen = \"192.0.2.1:18080\"");
-    assert!(text.contains("192.0.2.1"), "the config names the address:\n{text}");
-    let path = dir.path().join("unassignable.toml");
+    let text = good.replace("path = \"./ledger\"", "path = \"/proc/hookwall-none/ledger\"");
+    assert!(text.contains("/proc/hookwall-none"), "the config names the path:\n{text}");
+    let path = dir.path().join("proc-ledger.toml");
     std::fs::write(&path, text).expect("writing the config");
     let out = hookwall(&["serve", "-c", &path.display().to_string()], dir.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "exit code:\n{stderr}");
-    let says = "server.listen: cannot listen on 192.0.2.1:18080: Cannot assign requested address";
-    assert!(stderr.contains(says), "{stderr}");
+    let says =
+        "cannot open the ledger at /proc/hookwall-none/ledger: its directory cannot be created:";
+    assert!(stderr.contains(says) && !stderr.contains("Os {"), "{stderr}");
 }
 
 /// SPEC §1: `check-config` refuses a `ledger.path` that `serve` could never open — a file, or
@@ -159,8 +158,12 @@ fn a_ledger_path_that_cannot_be_a_ledger_is_a_config_error() {
     std::fs::create_dir(dir.path().join("other")).expect("a directory");
     std::fs::write(dir.path().join("other/notes.txt"), b"x").expect("a foreign file");
     let good = BAD.replace("colour = \"blue\"\n", "").replace("backoff_min = \"soon\"\n", "");
-    for (ledger, says) in [("./a-file", "it is not a directory"), ("./other", "holds other files")]
-    {
+    let cases = [
+        ("./a-file", "it is not a directory"),
+        ("./other", "holds other files"),
+        ("./a-file/ledger", "a part of the path before it is a file, not a directory"),
+    ];
+    for (ledger, says) in cases {
         let text = good.replace("path = \"./ledger\"", &format!("path = {ledger:?}"));
         assert!(text.contains(ledger), "the config names {ledger}:\n{text}");
         let path = dir.path().join("ledger-path.toml");

@@ -162,11 +162,13 @@ fn loadgen_answers_add_up_for_every_provider() {
 #[test]
 fn loadgen_refuses_bad_flags_with_exit_2() {
     let base = ["--target", "http://127.0.0.1:9/x", "--provider", "stripe", "--secret", "whsec_x"];
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--duplicates", "1.5"], "--duplicates 1.5: must be a share in [0, 1)"),
         // Negative numbers reach the range checks (clap took them for flags).
         (&["--duplicates", "-0.1"], "--duplicates -0.1: must be a share in [0, 1)"),
         (&["--rate", "-5"], "--rate \"-5\""),
+        (&["--rate", "-5/s"], "--rate \"-5/s\""),
+        (&["--duplicates", "-1e-3"], "--duplicates -0.001: must be a share in [0, 1)"),
         // Checked before any request is sent (it once failed only after the whole run).
         (&["--out", "/nonexistent-hookwall-dir/x.hgrm"], "cannot write --out"),
         (&["--threads", "100000"], "--threads 100000: must be 1..=1024"),
@@ -182,11 +184,13 @@ fn loadgen_refuses_bad_flags_with_exit_2() {
         assert!(stderr.contains(message), "{extra:?}: {stderr}");
         assert!(o.stdout.is_empty(), "{extra:?}: no report on bad usage");
     }
-    // The URL standard reads `http:///x` as host `x`: what was typed has no host.
-    let o = loadgen(&["--target", "http:///x", "--provider", "stripe", "--secret", "whsec_x"]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--target \"http:///x\": no host"), "{stderr}");
+    // The URL standard reads these as host `x`: what was typed has no host.
+    for target in ["http:///x", "http:/x", "http:x"] {
+        let o = loadgen(&["--target", target, "--provider", "stripe", "--secret", "whsec_x"]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{target}: {stderr}");
+        assert!(stderr.contains(&format!("--target {target:?}: no host")), "{stderr}");
+    }
     let o =
         loadgen(&["--target", "http://127.0.0.1:9/x", "--provider", "quickbooks", "--secret", "s"]);
     assert_eq!(o.status.code(), Some(2));
