@@ -283,6 +283,16 @@ pub struct Shard {
 /// `COMMIT_BATCH_MAX` items makes one that large; a larger one is freed after its drain).
 const SPARE_CLAIMS_MAX: usize = 1024;
 
+/// What one expiry entry removes ([`Shard::plan_expiry`]), decided before anything is written.
+struct ExpiryPlan {
+    /// The keys to delete besides the entry itself.
+    deletes: Vec<(Col, Vec<u8>)>,
+    /// Events it counts against the sweep's limit ([`Spans::sweep_batch`]).
+    events: usize,
+    /// Events whose records it removes.
+    removed: usize,
+}
+
 /// What one retention sweep decided ([`Shard::sweep`]): the batch to write (unsynced), how many
 /// events' records it removes, and the cursor to adopt with [`Shard::swept`] once written.
 pub struct Sweep<B> {
@@ -956,8 +966,10 @@ impl Shard {
     /// without a read.
     /// The scan starts after the last entry a written sweep handled ([`Shard::swept`]).
     /// Returns the batch to write (unsynced), how many events it removes and the cursor to
-    /// adopt once it is written, or `None` when there is nothing to write or a read failed
-    /// (the entries wait for the next sweep).
+    /// adopt once it is written, or `None` when there is nothing to write. Each entry is read
+    /// whole before any of its deletes is added: when a read fails, the entries before it are
+    /// returned and it and the rest wait for the next timed sweep (not the next drain, so a
+    /// read that keeps failing is not retried and logged at the commit rate).
     pub fn sweep<S: ShardStore>(&mut self, s: &S, now_ms: u64) -> Option<Sweep<S::Batch>> {
         let batch_max = self.rules.retention?.sweep_batch;
         let mut batch = S::Batch::default();
@@ -972,115 +984,44 @@ impl Shard {
         }
         let mut handled = 0usize;
         let mut through = None;
-        let mut claim_error = None;
         let prefix_len = self.expiry_prefix.len();
         let corrupt = |e: codec::DecodeError| -> ! {
             panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
         };
+        let mut failed = None;
         let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, value| {
             if handled >= batch_max {
                 return ControlFlow::Break(());
             }
             let entry = &k[prefix_len..];
             let (_, kind, seq) = codec::parse_expiry_key(entry).unwrap_or_else(|e| corrupt(e));
-            through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
-            s.delete(&mut batch, Col::Meta, k);
-            match kind {
-                ExpiryKind::DeliveredPayload => {
-                    handled += 1;
-                    s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
-                    removed += 1;
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::DeliveredPayloads => {
-                    let seqs = codec::decode_expiry_seqs(value).unwrap_or_else(|e| corrupt(e));
-                    handled += seqs.len().max(1);
-                    for seq in seqs {
-                        s.delete(&mut batch, Col::Inbox, &codec::seq_key(seq));
-                        removed += 1;
-                    }
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::DeliveredIdentities => {
-                    let members =
-                        codec::decode_expiry_members(value).unwrap_or_else(|e| corrupt(e));
-                    handled += members.len().max(1);
-                    for (seq, key) in members {
-                        match settled_claim(s, self.shard, &key, seq) {
-                            Ok(false) => {}
-                            Ok(true) => {
-                                s.delete(&mut batch, Col::Claims, key.as_bytes());
-                                s.delete(&mut batch, Col::Inbox, &codec::delivered_mark_key(seq));
-                                removed += 1;
-                            }
-                            Err(e) => {
-                                claim_error = Some(e);
-                                return ControlFlow::Break(());
-                            }
-                        }
-                    }
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::Payload | ExpiryKind::Identity | ExpiryKind::DeliveredIdentity => {
-                    handled += 1;
-                }
-            }
-            let key = String::from_utf8_lossy(value).into_owned();
-            match settled_claim(s, self.shard, &key, seq) {
-                Ok(true) => {}
-                Ok(false) => return ControlFlow::Continue(()),
+            // Reads first, writes after: an entry whose reads fail adds nothing, and the
+            // entries before it are written (each one whole).
+            let plan = match self.plan_expiry(s, kind, seq, value) {
+                Ok(plan) => plan,
                 Err(e) => {
-                    claim_error = Some(e);
+                    failed = Some(e);
                     return ControlFlow::Break(());
                 }
+            };
+            s.delete(&mut batch, Col::Meta, k);
+            for (col, key) in &plan.deletes {
+                s.delete(&mut batch, *col, key);
             }
-            // The event is forgotten: its claim, and whatever payload is left (none when the
-            // payload has its own blind entry). The inbox record and its attempt history sort
-            // in [seq, seq + 1).
-            // A delivered mark goes with its claim, never with the payload: without it the
-            // claim would read `received` again, and its identity never expire. (An identity
-            // entry's scan below takes it with whatever payload is left.)
-            let mark = codec::delivered_mark_key(seq);
-            match kind {
-                ExpiryKind::Identity => s.delete(&mut batch, Col::Claims, key.as_bytes()),
-                ExpiryKind::DeliveredIdentity => {
-                    s.delete(&mut batch, Col::Claims, key.as_bytes());
-                    s.delete(&mut batch, Col::Inbox, &mark);
-                    removed += 1;
-                    return ControlFlow::Continue(());
-                }
-                ExpiryKind::Payload
-                | ExpiryKind::DeliveredPayload
-                | ExpiryKind::DeliveredPayloads
-                | ExpiryKind::DeliveredIdentities => {}
-            }
-            // Point deletes of what is there (the record and its few attempt records), not a
-            // range delete: RocksDB keeps every range tombstone of a memtable in one list
-            // that it re-fragments on each new one, so one per expired event made the sweep's
-            // cost and the ledger's memory grow with the rate (benches/soak.sh: 914 MiB peak
-            // after 2 M events).
-            let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
-            let payload = s.scan(Col::Inbox, &from, &to, &mut |k, _| {
-                if matches!(kind, ExpiryKind::Payload | ExpiryKind::DeliveredPayload) && k == mark {
-                    return ControlFlow::Continue(());
-                }
-                s.delete(&mut batch, Col::Inbox, k);
-                ControlFlow::Continue(())
-            });
-            if let Err(e) = payload {
-                claim_error = Some(e.to_string());
-                return ControlFlow::Break(());
-            }
-            removed += 1;
+            handled += plan.events;
+            removed += plan.removed;
+            through = Some(entry.try_into().expect("a parsed expiry key is 17 bytes"));
             ControlFlow::Continue(())
         });
         if let Err(e) = scanned {
-            tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read its expiry list; retention waits for the next sweep.");
-            return None;
+            failed = Some(format!("its expiry list: {e}"));
         }
-        if let Some(e) = claim_error {
-            tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read a claim or its payload; retention waits for the next sweep.");
-            return None;
+        if let Some(e) = failed {
+            // Retried at the next timed sweep, not after every drain: a read that keeps failing
+            // would otherwise be retried and logged at the commit rate.
+            self.expiry_backlog = false;
+            tracing::error!(code = "ledger_read_failed", shard = self.shard, error = %e, "The ledger could not read what an expiry entry names; the entries before it are swept, the rest wait for the next timed sweep.");
+            return (!s.is_empty(&batch)).then_some(Sweep { batch, removed, through });
         }
         self.expiry_backlog = handled >= batch_max;
         if let (0, Some(spans)) = (self.shard, self.rules.retention) {
@@ -1091,6 +1032,89 @@ impl Shard {
             return None;
         }
         Some(Sweep { batch, removed, through })
+    }
+
+    /// What one expiry entry of `kind` (its key's `seq`, its `value`) removes, read but not yet
+    /// written: the deletes (besides the entry itself), how many events it counts against the
+    /// sweep's limit, and how many it removes. Only events still settled with that seq are
+    /// removed ([`settled_claim`]); a clean delivery's payload without a read.
+    ///
+    /// # Errors
+    /// A failed read of a claim or of a payload's rows (the entry is then left for later).
+    fn plan_expiry<S: ShardStore>(
+        &self,
+        s: &S,
+        kind: ExpiryKind,
+        seq: u64,
+        value: &[u8],
+    ) -> Result<ExpiryPlan, String> {
+        let corrupt = |e: codec::DecodeError| -> ! {
+            panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
+        };
+        let mut plan = ExpiryPlan { deletes: Vec::new(), events: 1, removed: 0 };
+        match kind {
+            ExpiryKind::DeliveredPayload => {
+                plan.deletes.push((Col::Inbox, codec::seq_key(seq).to_vec()));
+                plan.removed = 1;
+                return Ok(plan);
+            }
+            ExpiryKind::DeliveredPayloads => {
+                let seqs = codec::decode_expiry_seqs(value).unwrap_or_else(|e| corrupt(e));
+                plan.events = seqs.len().max(1);
+                plan.removed = seqs.len();
+                plan.deletes =
+                    seqs.iter().map(|&q| (Col::Inbox, codec::seq_key(q).to_vec())).collect();
+                return Ok(plan);
+            }
+            ExpiryKind::DeliveredIdentities => {
+                let members = codec::decode_expiry_members(value).unwrap_or_else(|e| corrupt(e));
+                plan.events = members.len().max(1);
+                for (seq, key) in members {
+                    if settled_claim(s, self.shard, &key, seq)? {
+                        plan.deletes.push((Col::Inbox, codec::delivered_mark_key(seq).to_vec()));
+                        plan.deletes.push((Col::Claims, key.into_bytes()));
+                        plan.removed += 1;
+                    }
+                }
+                return Ok(plan);
+            }
+            ExpiryKind::Payload | ExpiryKind::Identity | ExpiryKind::DeliveredIdentity => {}
+        }
+        let key = String::from_utf8_lossy(value).into_owned();
+        if !settled_claim(s, self.shard, &key, seq)? {
+            return Ok(plan);
+        }
+        plan.removed = 1;
+        // The event is forgotten: its claim, and whatever payload is left (none when the
+        // payload has its own blind entry). The inbox record and its attempt history sort in
+        // [seq, seq + 1).
+        // A delivered mark goes with its claim, never with the payload: without it the claim
+        // would read `received` again, and its identity never expire. (An identity entry's
+        // scan below takes it with whatever payload is left.)
+        let mark = codec::delivered_mark_key(seq);
+        match kind {
+            ExpiryKind::Identity => plan.deletes.push((Col::Claims, key.into_bytes())),
+            ExpiryKind::DeliveredIdentity => {
+                plan.deletes.push((Col::Claims, key.into_bytes()));
+                plan.deletes.push((Col::Inbox, mark.to_vec()));
+                return Ok(plan);
+            }
+            _ => {}
+        }
+        // Point deletes of what is there (the record and its few attempt records), not a range
+        // delete: RocksDB keeps every range tombstone of a memtable in one list that it
+        // re-fragments on each new one, so one per expired event made the sweep's cost and the
+        // ledger's memory grow with the rate (benches/soak.sh: 914 MiB peak after 2 M events).
+        let (from, to) = (codec::seq_key(seq), codec::seq_key(seq.saturating_add(1)));
+        let payload_only = kind == ExpiryKind::Payload;
+        s.scan(Col::Inbox, &from, &to, &mut |k, _| {
+            if !(payload_only && k == mark) {
+                plan.deletes.push((Col::Inbox, k.to_vec()));
+            }
+            ControlFlow::Continue(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(plan)
     }
 
     /// After a sweep's batch was written: later sweeps start after its last entry.

@@ -149,34 +149,17 @@ fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, bool, usi
     use std::cell::RefCell;
     use std::sync::{Arc, Mutex};
 
-    use hookwall::ledger::decide::{self, Input, Rules, Shard};
-    use hookwall::ledger::{Admission, Decision, Outcome, Settlement};
+    use hookwall::ledger::decide::{self, Input, Shard};
+    use hookwall::ledger::Decision;
 
-    let rules = Arc::new(Rules {
-        source_ids: vec!["s".to_owned()],
-        retention: None,
-        audit_seq: std::sync::atomic::AtomicU64::new(0),
-        order_stamp: std::sync::atomic::AtomicU64::new(0),
-        recent_claims,
-    });
+    let rules = one_source_rules(None, recent_claims);
     let db = RefCell::new(store::Db::new(7));
     let view = store::View { db: &db, shard: 0, faulty: true };
     let mut shard = Shard::new(0, 0, std::collections::HashMap::new(), rules);
     let decided = Arc::new(Mutex::new(Vec::new()));
     let answers = Arc::clone(&decided);
-    let admission = Admission {
-        key: "t/s/1".to_owned(),
-        source: 0,
-        fingerprint: [1; 32],
-        event_type: None,
-        secret_id: "k".to_owned(),
-        signed_at: None,
-        received_at_ms: 1_000,
-        content_type: None,
-        body: b"{}".to_vec(),
-        ordering: None,
-        reply: Box::new(move |d| answers.lock().expect("no poison").push(d)),
-    };
+    let admission =
+        admission_at_1000(Box::new(move |d| answers.lock().expect("no poison").push(d)));
     let mut d = shard.begin::<Vec<store::Op>>(1_000);
     shard.decide(&view, &mut d, Input::Admit(admission));
     let batch = shard.seal(&view, &mut d).expect("an admission writes");
@@ -191,15 +174,8 @@ fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, bool, usi
     db.borrow_mut().read_fault = 1000;
     let settled = Arc::new(Mutex::new(Vec::new()));
     let answers = Arc::clone(&settled);
-    let settlement = Settlement {
-        shard: 0,
-        seq: due[0].seq,
-        key: due[0].key.clone(),
-        due_ms: due[0].due_ms,
-        attempts: 1,
-        outcome: Outcome::Delivered { at_ms: 1_001 },
-        reply: Box::new(move |ok| answers.lock().expect("no poison").push(ok)),
-    };
+    let reply = Box::new(move |ok| answers.lock().expect("no poison").push(ok));
+    let settlement = delivered_first_attempt(&due[0], 1_001, reply);
     let mut d = shard.begin::<Vec<store::Op>>(1_001);
     shard.decide(&view, &mut d, Input::Settle(settlement));
     let batch = shard.seal(&view, &mut d);
@@ -210,4 +186,163 @@ fn settle_with_every_read_failing(recent_claims: usize) -> (Vec<bool>, bool, usi
     let due = decide::due(&view, 0, 1_001, 8, &|_| false).expect("no fault now");
     let answers = settled.lock().expect("no poison").clone();
     (answers, wrote, due.len())
+}
+
+/// A sweep whose reads fail at one expiry entry writes the entries before it (each whole) and
+/// leaves that one and the rest for the next timed sweep, instead of throwing the whole sweep
+/// away (review: a read that kept failing on one key stopped the shard's retention, and was
+/// retried and logged after every drain). Here the payload entry needs no read and is swept;
+/// the identity entry's claim read fails, so the claim and its entry stay, and a later sweep
+/// without the fault removes them.
+#[test]
+fn a_sweep_writes_the_entries_before_a_failed_read() {
+    use std::cell::RefCell;
+    use std::ops::ControlFlow;
+    use std::time::Duration;
+
+    use hookwall::ledger::decide::{self, Col, Input, Shard, ShardStore, Spans, Sweep};
+
+    /// The store of `view`, with every claim read failing.
+    struct ClaimsFail<'a>(store::View<'a>);
+
+    impl ShardStore for ClaimsFail<'_> {
+        type Error = store::Fault;
+        type Batch = Vec<store::Op>;
+        fn get<R>(
+            &self,
+            col: Col,
+            key: &[u8],
+            f: impl FnOnce(&[u8]) -> R,
+        ) -> Result<Option<R>, store::Fault> {
+            if col == Col::Claims {
+                return Err(store::Fault);
+            }
+            self.0.get(col, key, f)
+        }
+        fn scan(
+            &self,
+            col: Col,
+            lower: &[u8],
+            upper: &[u8],
+            each: &mut decide::Visit<'_>,
+        ) -> Result<(), store::Fault> {
+            self.0.scan(col, lower, upper, each)
+        }
+        fn put(&self, batch: &mut Vec<store::Op>, col: Col, key: &[u8], value: &[u8]) {
+            self.0.put(batch, col, key, value);
+        }
+        fn delete(&self, batch: &mut Vec<store::Op>, col: Col, key: &[u8]) {
+            self.0.delete(batch, col, key);
+        }
+        fn delete_range(&self, batch: &mut Vec<store::Op>, col: Col, from: &[u8], to: &[u8]) {
+            self.0.delete_range(batch, col, from, to);
+        }
+        fn is_empty(&self, batch: &Vec<store::Op>) -> bool {
+            self.0.is_empty(batch)
+        }
+    }
+
+    let spans = Spans {
+        payload: Duration::from_millis(1_000),
+        dedupe: Duration::from_millis(5_000),
+        sweep_batch: 100,
+    };
+    let rules = one_source_rules(Some(spans), 0);
+    let db = RefCell::new(store::Db::new(7));
+    let view = store::View { db: &db, shard: 0, faulty: false };
+    let mut shard = Shard::new(0, 0, std::collections::HashMap::new(), rules);
+    let admission = admission_at_1000(Box::new(|_| {}));
+    let mut d = shard.begin::<Vec<store::Op>>(1_000);
+    shard.decide(&view, &mut d, Input::Admit(admission));
+    db.borrow_mut().write(shard.seal(&view, &mut d).expect("writes"), true).expect("written");
+    shard.applied(&mut d);
+    d.answer(true);
+    let due = decide::due(&view, 0, 1_000, 8, &|_| false).expect("reads");
+    let settlement = delivered_first_attempt(&due[0], 1_000, Box::new(|_| {}));
+    let mut d = shard.begin::<Vec<store::Op>>(1_000);
+    shard.decide(&view, &mut d, Input::Settle(settlement));
+    db.borrow_mut().write(shard.seal(&view, &mut d).expect("writes"), false).expect("written");
+    shard.applied(&mut d);
+    d.answer(true);
+    let inbox_rows = || {
+        let mut rows = 0;
+        let mut count = |_: &[u8], _: &[u8]| {
+            rows += 1;
+            ControlFlow::Continue(())
+        };
+        view.scan(Col::Inbox, &[], &[0xFF; 21], &mut count).expect("reads");
+        rows
+    };
+    assert_eq!(inbox_rows(), 2, "the record and its delivered mark");
+
+    // Both entries are due; the identity entry's claim read fails.
+    let failing = ClaimsFail(store::View { db: &db, shard: 0, faulty: false });
+    let Some(Sweep { batch, removed, through }) = shard.sweep(&failing, 7_000) else {
+        panic!("the payload entry before the failed read is swept");
+    };
+    assert_eq!(removed, 1, "the payload");
+    db.borrow_mut().write(batch, false).expect("written");
+    shard.swept(through);
+    assert!(!shard.expiry_backlog(), "retried at the next timed sweep, not after every drain");
+    assert_eq!(inbox_rows(), 1, "the payload is gone, the mark stays with its claim");
+    assert!(decide::claim(&view, "t/s/1").expect("reads").is_some(), "the identity stays");
+
+    let Some(Sweep { batch, removed, through }) = shard.sweep(&view, 7_000) else {
+        panic!("the identity entry is swept once its read works");
+    };
+    assert_eq!(removed, 1, "the identity");
+    db.borrow_mut().write(batch, false).expect("written");
+    shard.swept(through);
+    assert_eq!(inbox_rows(), 0, "the mark went with the claim");
+    assert!(decide::claim(&view, "t/s/1").expect("reads").is_none(), "the identity is gone");
+}
+
+/// The rules of the targeted tests' one shard (source `s`).
+fn one_source_rules(
+    retention: Option<hookwall::ledger::decide::Spans>,
+    recent_claims: usize,
+) -> std::sync::Arc<hookwall::ledger::decide::Rules> {
+    std::sync::Arc::new(hookwall::ledger::decide::Rules {
+        source_ids: vec!["s".to_owned()],
+        retention,
+        audit_seq: std::sync::atomic::AtomicU64::new(0),
+        order_stamp: std::sync::atomic::AtomicU64::new(0),
+        recent_claims,
+    })
+}
+
+/// The admission of `t/s/1` received at 1 000 ms, answered through `reply`.
+fn admission_at_1000(
+    reply: Box<dyn FnOnce(hookwall::ledger::Decision) + Send>,
+) -> hookwall::ledger::Admission {
+    hookwall::ledger::Admission {
+        key: "t/s/1".to_owned(),
+        source: 0,
+        fingerprint: [1; 32],
+        event_type: None,
+        secret_id: "k".to_owned(),
+        signed_at: None,
+        received_at_ms: 1_000,
+        content_type: None,
+        body: b"{}".to_vec(),
+        ordering: None,
+        reply,
+    }
+}
+
+/// The settlement of `due`'s first attempt, delivered at `at_ms`, answered through `reply`.
+fn delivered_first_attempt(
+    due: &hookwall::ledger::DueEvent,
+    at_ms: u64,
+    reply: Box<dyn FnOnce(bool) + Send>,
+) -> hookwall::ledger::Settlement {
+    hookwall::ledger::Settlement {
+        shard: due.shard,
+        seq: due.seq,
+        key: due.key.clone(),
+        due_ms: due.due_ms,
+        attempts: 1,
+        outcome: hookwall::ledger::Outcome::Delivered { at_ms },
+        reply,
+    }
 }
