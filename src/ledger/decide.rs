@@ -897,14 +897,13 @@ impl Shard {
         let Some(r) = &self.rules.retention else {
             return;
         };
-        let ms = |t: Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
-        let payload_at = d.due_ms.saturating_add(ms(r.payload));
-        let identity_at = claim.received_at_ms.saturating_add(ms(r.dedupe));
         let seq = claim.seq;
         if claim.state == EventState::Delivered && claim.last_error.is_none() {
             d.delivered_cleanly.push((seq, claim.received_at_ms, key.to_owned()));
             return;
         }
+        let payload_at = d.due_ms.saturating_add(millis(r.payload));
+        let identity_at = claim.received_at_ms.saturating_add(millis(r.dedupe));
         for (at, kind) in [(payload_at, ExpiryKind::Payload), (identity_at, ExpiryKind::Identity)] {
             self.put_expiry(s, d, codec::expiry_key(at, kind, seq), key.as_bytes());
         }
@@ -921,9 +920,8 @@ impl Shard {
         let (Some(r), false) = (&self.rules.retention, d.delivered_cleanly.is_empty()) else {
             return;
         };
-        let ms = |t: Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
         let mut events = std::mem::take(&mut d.delivered_cleanly);
-        let payload_at = d.due_ms.saturating_add(ms(r.payload));
+        let payload_at = d.due_ms.saturating_add(millis(r.payload));
         let first = events.iter().map(|&(seq, ..)| seq).min().expect("not empty");
         let seqs = codec::encode_expiry_seqs(events.iter().map(|&(seq, ..)| seq));
         self.put_expiry(
@@ -935,7 +933,7 @@ impl Shard {
         events.sort_unstable_by_key(|&(seq, received_at_ms, _)| (received_at_ms / 1000, seq));
         for second in events.chunk_by(|a, b| a.1 / 1000 == b.1 / 1000) {
             let end_ms = (second[0].1 / 1000).saturating_mul(1000).saturating_add(999);
-            let at = end_ms.saturating_add(ms(r.dedupe));
+            let at = end_ms.saturating_add(millis(r.dedupe));
             let members = codec::encode_expiry_members(
                 second.iter().map(|(seq, _, key)| (*seq, key.as_str())),
             );
@@ -985,16 +983,14 @@ impl Shard {
         let mut handled = 0usize;
         let mut through = None;
         let prefix_len = self.expiry_prefix.len();
-        let corrupt = |e: codec::DecodeError| -> ! {
-            panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
-        };
         let mut failed = None;
         let scanned = s.scan(Col::Meta, &lower, &upper, &mut |k, value| {
             if handled >= batch_max {
                 return ControlFlow::Break(());
             }
             let entry = &k[prefix_len..];
-            let (_, kind, seq) = codec::parse_expiry_key(entry).unwrap_or_else(|e| corrupt(e));
+            let (_, kind, seq) =
+                codec::parse_expiry_key(entry).unwrap_or_else(|e| self.corrupt_entry(e));
             // Reads first, writes after: an entry whose reads fail adds nothing, and the
             // entries before it are written (each one whole).
             let plan = match self.plan_expiry(s, kind, seq, value) {
@@ -1025,13 +1021,19 @@ impl Shard {
         }
         self.expiry_backlog = handled >= batch_max;
         if let (0, Some(spans)) = (self.shard, self.rules.retention) {
-            let dedupe_ms = u64::try_from(spans.dedupe.as_millis()).unwrap_or(u64::MAX);
+            let dedupe_ms = millis(spans.dedupe);
             self.expire_minimised(s, &mut batch, now_ms.saturating_sub(dedupe_ms));
         }
         if s.is_empty(&batch) {
             return None;
         }
         Some(Sweep { batch, removed, through })
+    }
+
+    /// An expiry entry that does not decode: a broken invariant (only this shard's writer
+    /// writes its entries), so the writer stops rather than guess what it meant to remove.
+    fn corrupt_entry(&self, e: codec::DecodeError) -> ! {
+        panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
     }
 
     /// What one expiry entry of `kind` (its key's `seq`, its `value`) removes, read but not yet
@@ -1048,9 +1050,6 @@ impl Shard {
         seq: u64,
         value: &[u8],
     ) -> Result<ExpiryPlan, String> {
-        let corrupt = |e: codec::DecodeError| -> ! {
-            panic!("ledger shard {}: corrupt expiry entry: {e}", self.shard)
-        };
         let mut plan = ExpiryPlan { deletes: Vec::new(), events: 1, removed: 0 };
         match kind {
             ExpiryKind::DeliveredPayload => {
@@ -1059,7 +1058,8 @@ impl Shard {
                 return Ok(plan);
             }
             ExpiryKind::DeliveredPayloads => {
-                let seqs = codec::decode_expiry_seqs(value).unwrap_or_else(|e| corrupt(e));
+                let seqs =
+                    codec::decode_expiry_seqs(value).unwrap_or_else(|e| self.corrupt_entry(e));
                 plan.events = seqs.len().max(1);
                 plan.removed = seqs.len();
                 plan.deletes =
@@ -1067,7 +1067,8 @@ impl Shard {
                 return Ok(plan);
             }
             ExpiryKind::DeliveredIdentities => {
-                let members = codec::decode_expiry_members(value).unwrap_or_else(|e| corrupt(e));
+                let members =
+                    codec::decode_expiry_members(value).unwrap_or_else(|e| self.corrupt_entry(e));
                 plan.events = members.len().max(1);
                 for (seq, key) in members {
                     if settled_claim(s, self.shard, &key, seq)? {
@@ -1343,4 +1344,9 @@ pub fn due<S: ShardStore>(
         out.push(DueEvent::from_record((shard, seq, due_ms), r, value.attempts, value.ordering));
     }
     Ok(out)
+}
+
+/// `d` in whole milliseconds, saturating (retention spans are configured, not unbounded).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
