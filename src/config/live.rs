@@ -121,8 +121,8 @@ fn retention_change(old: &Config, new: &Config) -> Option<String> {
     if b == super::load::default_dedupe_retention(&new.sources) {
         Some(format!(
             "ledger.dedupe_retention changed from {from} to {to} (unset, it is derived from the \
-             sources: at least twice each tolerance, and each provider's retry horizon plus a \
-             day; the running ledger keeps the retention it started with)"
+             sources: at least twice the tolerance of each source with a signed timestamp, and \
+             each provider's retry horizon plus a day; the running ledger keeps the retention it started with)"
         ))
     } else {
         Some(format!("ledger.dedupe_retention changed from {from} to {to}"))
@@ -135,8 +135,8 @@ mod tests {
 
     fn config(source_extra: &str) -> Config {
         let text = format!(
-            "[[source]]\nid = \"s\"\ntenant = \"t\"\nprovider = \"github\"\n\
-             secrets = [{{ id = \"k\", value = \"x\" }}]\ndestination = \"d\"\n{source_extra}\n\
+            "[[source]]\nid = \"s\"\ntenant = \"t\"\nprovider = \"standard\"\n\
+             secrets = [{{ id = \"k\", value = \"whsec_eHl6\" }}]\ndestination = \"d\"\n{source_extra}\n\
              [[destination]]\nid = \"d\"\nurl = \"http://127.0.0.1:9/\"\n"
         );
         let loaded = Config::from_toml_str(&text, std::path::Path::new("t.toml"), &|_| None);

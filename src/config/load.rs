@@ -1312,7 +1312,10 @@ impl Check<'_> {
             raw.tolerance.as_deref(),
             default_tolerance,
         );
-        if tolerance > days(1) {
+        // A provider that signs no timestamp has no replay window (R7): its window settings
+        // are warned about once, below, as ignored, not also as too long.
+        let no_window = provider.is_some_and(|p| p != Provider::Hmac && !p.signs_timestamp());
+        if tolerance > days(1) && !no_window {
             let message = format!(
                 "tolerance {} is longer than a day: a captured delivery replayed that long after \
                  it was signed is still accepted (providers' own windows are minutes)",
@@ -1322,7 +1325,7 @@ impl Check<'_> {
         }
         let future_skew =
             self.duration(&field("future_skew"), raw.future_skew.as_deref(), secs(60));
-        if future_skew > FUTURE_SKEW_SANE_MAX {
+        if future_skew > FUTURE_SKEW_SANE_MAX && !no_window {
             let message = format!(
                 "future_skew {} is longer than an hour: a delivery signed that far ahead of this \
                  clock is accepted (clocks agree within seconds; R6)",
@@ -1682,17 +1685,26 @@ impl Check<'_> {
         let retention = ledger.dedupe_retention;
         for source in sources {
             let horizon = source.provider.retry_horizon();
-            let floor = horizon.max(source.tolerance.saturating_mul(2));
+            let window = twice_the_replay_window(source);
+            let floor = horizon.max(window.unwrap_or(Duration::ZERO));
             if retention < floor {
+                let why = match window {
+                    Some(w) => format!(
+                        "provider retry horizon {}, 2 × tolerance {}",
+                        human(horizon),
+                        human(w)
+                    ),
+                    None => {
+                        format!("provider retry horizon {}; no signed timestamp", human(horizon))
+                    }
+                };
                 let message = format!(
-                    "is {} but source {} ({}) needs at least {} (provider retry horizon {}, \
-                     2 × tolerance {}); late retries would be admitted twice (R25)",
+                    "is {} but source {} ({}) needs at least {} ({why}); late retries would be \
+                     admitted twice (R25)",
                     human(retention),
                     source.id,
                     source.provider.name(),
                     human(floor),
-                    human(horizon),
-                    human(source.tolerance.saturating_mul(2)),
                 );
                 self.warn("ledger.dedupe_retention", &message);
             }
@@ -1774,8 +1786,21 @@ fn days(days: u64) -> Duration {
 pub fn default_dedupe_retention(sources: &[SourceConfig]) -> Duration {
     sources
         .iter()
-        .map(|s| (s.provider.retry_horizon() + days(1)).max(s.tolerance.saturating_mul(2)))
+        .map(|s| {
+            let window = twice_the_replay_window(s).unwrap_or(Duration::ZERO);
+            (s.provider.retry_horizon() + days(1)).max(window)
+        })
         .fold(days(7), Duration::max)
+}
+
+/// Twice a source's replay window (`2 × tolerance`, R25), or `None` when its provider signs no
+/// timestamp (GitHub and the others of [`Provider::signs_timestamp`]): such a source has no
+/// replay window (R7), its `tolerance` is ignored (and warned about), so it neither lengthens
+/// `dedupe_retention` nor is cited in its warning. `hmac` counts as windowed (a source may
+/// configure a signed timestamp).
+fn twice_the_replay_window(source: &SourceConfig) -> Option<Duration> {
+    let windowed = source.provider == Provider::Hmac || source.provider.signs_timestamp();
+    windowed.then(|| source.tolerance.saturating_mul(2))
 }
 
 #[cfg(test)]
@@ -2666,12 +2691,51 @@ mod tests {
             Config::from_toml_str_at(&minimal_with("", ""), Path::new("x.toml"), &env, NOW)
                 .unwrap();
         assert_eq!(config.ledger.dedupe_retention, days(7));
-        let long = minimal_with("", "tolerance = \"5d\"");
+        let standard = |text: String| {
+            text.replace("provider = \"github\"", "provider = \"standard\"")
+                .replace("GH_SECRET", "STANDARD_SECRET")
+        };
+        let long = standard(minimal_with("", "tolerance = \"5d\""));
         let config = Config::from_toml_str_at(&long, Path::new("x.toml"), &env, NOW).unwrap();
         assert_eq!(config.ledger.dedupe_retention, days(10), "2 × a 5-day tolerance");
-        let set = minimal_with("[ledger]\ndedupe_retention = \"8d\"", "tolerance = \"5d\"");
+        let set =
+            standard(minimal_with("[ledger]\ndedupe_retention = \"8d\"", "tolerance = \"5d\""));
         let config = Config::from_toml_str_at(&set, Path::new("x.toml"), &env, NOW).unwrap();
         assert_eq!(config.ledger.dedupe_retention, days(8), "an explicit value stands (warned)");
+        // GitHub signs no timestamp: its (ignored) tolerance lengthens nothing.
+        let github = minimal_with("", "tolerance = \"5d\"");
+        let config = Config::from_toml_str_at(&github, Path::new("x.toml"), &env, NOW).unwrap();
+        assert_eq!(config.ledger.dedupe_retention, days(7), "github: no replay window");
+    }
+
+    /// The short-`dedupe_retention` warning cites `2 × tolerance` only for a source that has a
+    /// replay window: on GitHub (no signed timestamp, its tolerance ignored) it once cited the
+    /// ignored value and asked for 10 days where 3 suffice (review).
+    #[test]
+    fn the_retention_warning_cites_no_tolerance_a_provider_does_not_sign() {
+        let four_days = "[ledger]\ndedupe_retention = \"4d\"";
+        let github = minimal_with(four_days, "tolerance = \"5d\"");
+        check(&github, Expect::Ok(&["source[s].tolerance: github signs no timestamp"]));
+        let two_days = minimal_with("[ledger]\ndedupe_retention = \"2d\"", "");
+        check(
+            &two_days,
+            Expect::Ok(&[
+                "ledger.payload_retention: 3days (unset: the default) is longer than",
+                "ledger.dedupe_retention: is 2days but source s (github) needs at least 3days \
+                 (provider retry horizon 3days; no signed timestamp)",
+            ]),
+        );
+        let standard = minimal_with(four_days, "tolerance = \"5d\"")
+            .replace("provider = \"github\"", "provider = \"standard\"")
+            .replace("GH_SECRET", "STANDARD_SECRET");
+        check(
+            &standard,
+            Expect::Ok(&[
+                "source[s].tolerance: tolerance 5days is longer than a day",
+                "ledger.dedupe_retention: is 4days but source s (standard) needs at least \
+                 10days (provider retry horizon 1day 3h 36m, 2 × tolerance 10days)",
+            ]),
+        );
     }
 
     /// A short `dedupe_retention` alone is warned about as against the default
