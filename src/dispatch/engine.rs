@@ -106,15 +106,18 @@ pub(super) struct Engine {
     /// In-flight ordered events and their groups.
     in_flight_groups: std::collections::HashMap<Slot, String>,
     /// Per destination: the connections of a plain `http://` destination (`super::h1`), made
-    /// on its first attempt and replaced when a reload changes its URL, `concurrency_max` or
-    /// `pipeline` (the old connections finish their requests, then close).
+    /// on its first attempt and replaced when a reload changes its URL, `concurrency_max`,
+    /// `pipeline` or `timeout` (the old connections finish their requests, then close).
     routes: Vec<Option<RouteEntry>>,
 }
 
 /// A destination's `super::h1` connections (`None` for https://) and what they were made
-/// for: URL, `concurrency_max`, `pipeline`.
+/// for: URL, `concurrency_max`, `pipeline`, `timeout`. The timeout is part of it because a
+/// connection watches only the deadline of the request at its head (`h1::Connection::run`):
+/// that is the earliest only while every request on it was given the same timeout, so a
+/// shortened one gets new connections instead of queueing behind a slower deadline.
 struct RouteEntry {
-    made_for: (String, usize, usize),
+    made_for: (String, usize, usize, Duration),
     h1: Option<(Arc<super::h1::Route>, Arc<super::h1::Endpoint>)>,
 }
 
@@ -589,7 +592,8 @@ impl Engine {
             // Compared in place: no allocation per attempt while the configuration stands.
             let stale = slot.as_ref().is_none_or(|r| {
                 r.made_for.0 != dest.url
-                    || (r.made_for.1, r.made_for.2) != (dest.concurrency_max, dest.pipeline)
+                    || (r.made_for.1, r.made_for.2, r.made_for.3)
+                        != (dest.concurrency_max, dest.pipeline, dest.timeout)
             });
             if stale {
                 // `None` inside for an https:// URL, which reqwest serves: parsed once too.
@@ -601,7 +605,8 @@ impl Engine {
                     );
                     (Arc::new(route), Arc::new(endpoint))
                 });
-                let made_for = (dest.url.clone(), dest.concurrency_max, dest.pipeline);
+                let made_for =
+                    (dest.url.clone(), dest.concurrency_max, dest.pipeline, dest.timeout);
                 *slot = Some(RouteEntry { made_for, h1 });
             }
             if let Some((route, endpoint)) = slot.as_ref().and_then(|r| r.h1.as_ref()) {

@@ -310,7 +310,10 @@ impl Connection {
             }
             let reading = self.stream.is_some();
             let writing = reading && self.written < self.write.len();
-            // The head request's deadline; on an idle connection, its idle limit.
+            // The head request's deadline; on an idle connection, its idle limit. The head's
+            // is the earliest of those written: every job of a route has the destination's one
+            // `timeout` (a reload that changes it makes a new route, `engine::RouteEntry`), so
+            // deadlines grow in send order, and a resent job goes back in front.
             let deadline = match self.sent.front() {
                 Some(s) => {
                     let waiting = self.unsent.iter().map(|(j, _)| j.deadline).min();

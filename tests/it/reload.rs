@@ -5,6 +5,7 @@
 use crate::harness::{self, Fixture, Io, Setup};
 use crate::sign::{self, Provider};
 use crate::sink::{Script, Sink};
+use std::time::{Duration, Instant};
 
 /// Delivers a fresh Stripe event to `stripe-a` signed with `secret`; returns `(status, code)`.
 fn deliver_signed(f: &Fixture, secret: &str) -> (u16, String) {
@@ -130,4 +131,37 @@ fn sighup_rotates_the_admin_token() {
     assert!(f.hw.reload(&rotated), "the reload is applied:\n{}", f.hw.stderr());
     assert_eq!(list("new-admin-token"), 200, "the new token works");
     assert_eq!(list("old-admin-token"), 401, "the old token is refused");
+}
+
+/// Issue 7 (found in review, fixed in stop 36): a reload that shortens a destination's
+/// `timeout` applies to the next attempt, also one the `http://` client would have pipelined
+/// behind a slow request started under the old timeout. Its connection watched only the
+/// deadline of the request at its head, so the new attempt timed out only when the slow
+/// answer came (30 s here), not after its own 1 s. The retry arriving well before the slow
+/// answer could have is the proof.
+#[test]
+fn a_shortened_destination_timeout_applies_to_the_next_attempt() {
+    let slow = Duration::from_secs(30);
+    let mut f = Fixture::with(Io::Auto, Script::always(200).slow(slow), |s| {
+        s.destination_timeout = "60s";
+        // One connection (`concurrency_max` 16 / `pipeline` 16), so the next request queues behind.
+        s.destination_extra = "pipeline = 16".to_owned();
+    });
+    let source = harness::stripe_a();
+    let first = sign::unique_id("evt_slow_head");
+    let r = f.hw.deliver(&source, &first, &sign::body(Provider::Stripe, &first, "head"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    f.sink.wait_for_key(&source.key(&first), 1, harness::FORWARD_TIMEOUT);
+
+    let mut shorter = f.hw.setup.clone();
+    shorter.destination_timeout = "1s";
+    assert!(f.hw.reload(&shorter), "applied:\n{}", f.hw.stderr());
+    let started = Instant::now();
+    let next = sign::unique_id("evt_after_reload");
+    let r = f.hw.deliver(&source, &next, &sign::body(Provider::Stripe, &next, "next"));
+    assert_eq!(r.answer(), (200, "accepted".to_owned()), "{r}");
+    // Attempt 1 times out after 1 s, attempt 2 follows after a 10-50 ms backoff.
+    let seen = f.sink.wait_for_key(&source.key(&next), 2, slow / 2);
+    let retried = seen[1].arrived_at.duration_since(started);
+    assert!(retried < slow / 2, "the retry came {retried:?} after the reload");
 }
