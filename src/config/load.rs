@@ -1004,6 +1004,16 @@ impl Check<'_> {
                 ),
             );
         }
+        if payload.is_some() && payload_retention.is_zero() {
+            // Allowed (a site that must not keep bodies), but it silently takes away the
+            // operator's replay of delivered events: said once, at check-config and start.
+            self.warn(
+                "ledger.payload_retention",
+                "0s: a delivered or dropped event's body and attempt history are removed as \
+                 soon as it settles, so it cannot be replayed (POST /admin/events/{key}/replay \
+                 answers 410); dead-lettered events keep theirs until an operator acts",
+            );
+        }
         let shards_max = i64::try_from(limits::SHARDS_MAX).unwrap_or(i64::MAX);
         let shards = self.int("ledger.shards", raw.shards, 0, 0..=shards_max);
         let shards = match usize::try_from(shards) {
@@ -2748,6 +2758,21 @@ mod tests {
         let said = "ledger.payload_retention: 3days (unset: the default) is longer than \
                     ledger.dedupe_retention (1h):";
         assert!(config.warnings.iter().any(|w| w.contains(said)), "{:#?}", config.warnings);
+    }
+
+    /// `payload_retention = "0s"` is accepted but warned about: it makes delivered events
+    /// impossible to replay, which an operator finds out only at the replay otherwise (R25).
+    #[test]
+    fn a_zero_payload_retention_is_warned_about() {
+        let text = minimal_with("[ledger]\npayload_retention = \"0s\"", "");
+        let config = Config::from_toml_str_at(&text, Path::new("x.toml"), &env, NOW).unwrap();
+        assert!(config.ledger.payload_retention.is_zero());
+        let said = "ledger.payload_retention: 0s: a delivered or dropped event's body";
+        assert!(config.warnings.iter().any(|w| w.contains(said)), "{:#?}", config.warnings);
+        let text = minimal_with("[ledger]\npayload_retention = \"1s\"", "");
+        let config = Config::from_toml_str_at(&text, Path::new("x.toml"), &env, NOW).unwrap();
+        let payload_warnings = config.warnings.iter().filter(|w| w.contains("payload_retention"));
+        assert_eq!(payload_warnings.count(), 0, "{:#?}", config.warnings);
     }
 
     #[test]
