@@ -124,8 +124,20 @@ fn ok(body: &Value) -> Reply {
     respond_json(StatusCode::OK, body.to_string())
 }
 
-/// The idempotency key from its percent-encoded path segment (`/` is `%2F`).
+/// The idempotency key from its percent-encoded path segment (`/` is `%2F`). 400 `bad_key`
+/// (docs/admin.md) when the segment is empty, holds a `%` not followed by two hex digits
+/// (RFC 3986 §2.1; the decoder would keep such text literally and the lookup answer 404), or is
+/// not UTF-8 once decoded.
 fn decode_key(segment: &str) -> Result<String, Reply> {
+    let bytes = segment.as_bytes();
+    let malformed = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%' && !bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        let message =
+            "the key holds a '%' not followed by two hex digits (percent-encode it as %25)";
+        return Err(error(StatusCode::BAD_REQUEST, "bad_key", message));
+    }
     let decoded = percent_encoding::percent_decode_str(segment).decode_utf8().map_err(|_| {
         error(StatusCode::BAD_REQUEST, "bad_key", "the key is not UTF-8 once percent-decoded")
     })?;

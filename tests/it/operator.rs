@@ -249,6 +249,26 @@ fn admin_without_or_with_a_wrong_token_is_401() {
 
 on_rocksdb_and_postgres!(admin_without_or_with_a_wrong_token_is_401);
 
+/// docs/admin.md "Errors": a key segment that is empty, not UTF-8 once percent-decoded, or a
+/// malformed percent-escape (`%zz`, a `%` without two hex digits) is 400 `bad_key` on every
+/// route that takes a key; it is not looked up as the literal text (which answered 404).
+#[test]
+fn a_malformed_key_segment_is_400_bad_key() {
+    let f = fixture(Script::always(200), |_| {});
+    for segment in ["%ff", "%zz", "acme%2Fstripe-a%2Fevt%2", "evt_1%", "%C3%28", "%%41"] {
+        let get = admin(&f, "GET", &format!("/admin/events/{segment}"), Some(TOKEN), "");
+        assert_eq!(get.answer(), (400, "bad_key".to_owned()), "GET {segment}: {get}");
+        for action in ["replay", "drop"] {
+            let path = format!("/admin/events/{segment}/{action}");
+            let post = admin(&f, "POST", &path, Some(TOKEN), r#"{"reason":"x"}"#);
+            assert_eq!(post.answer(), (400, "bad_key".to_owned()), "POST {path}: {post}");
+        }
+    }
+    // A well-formed key that names no event is still 404.
+    let unknown = admin(&f, "GET", "/admin/events/acme%2Fstripe-a%2Fnope%41", Some(TOKEN), "");
+    assert_eq!(unknown.answer(), (404, "not_found".to_owned()), "{unknown}");
+}
+
 /// R20: a drop needs a reason (400 without), settles the event as dropped (no further attempt),
 /// is audited, and a delivered event cannot be replayed (409).
 fn drop_needs_a_reason_and_is_audited() {
