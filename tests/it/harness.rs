@@ -70,6 +70,16 @@ pub fn repo_root() -> std::path::PathBuf {
         .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), Into::into)
 }
 
+/// The signature vectors made by the providers' official libraries: the file named by
+/// `HOOKWALL_OFFICIAL_VECTORS` when set (`.ci/run` regenerates them into its target directory,
+/// leaving the clone untouched), else the committed `tests/data/official_vectors.json`, made by
+/// the same script and libraries (`tests/vectors/gen_vectors.py`).
+pub fn official_vectors_path() -> std::path::PathBuf {
+    std::env::var_os("HOOKWALL_OFFICIAL_VECTORS")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| repo_root().join("tests/data/official_vectors.json"), Into::into)
+}
+
 /// `stripe-a`: Stripe, one key `k1`.
 pub fn stripe_a() -> Source {
     Source {

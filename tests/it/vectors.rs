@@ -202,7 +202,7 @@ fn check(
 /// R1, R2: hookwall accepts what the official libraries sign and nothing with one byte changed.
 #[test]
 fn official_library_vectors_verify() {
-    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
+    let path = crate::harness::official_vectors_path();
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
@@ -298,7 +298,7 @@ type Vector = (String, Vec<(String, String)>, Vec<u8>, Option<String>);
 
 /// The vector named `name` of `provider`.
 fn vector(provider: &str, name: &str) -> Vector {
-    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
+    let path = crate::harness::official_vectors_path();
     let text = std::fs::read_to_string(&path).expect("vectors");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
     let case = doc["cases"]

@@ -180,7 +180,7 @@ fn closed_stdout_ends_quietly_not_with_a_panic() {
 /// one), and refused with another secret.
 #[test]
 fn official_vectors_verify_through_the_cli() {
-    let path = crate::harness::repo_root().join("tests/data/official_vectors.json");
+    let path = crate::harness::official_vectors_path();
     let text = std::fs::read_to_string(&path).expect("the vectors file");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
     let mut url_cases = 0;
