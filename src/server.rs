@@ -98,10 +98,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         tracing::warn!(code = "descriptor_limit_low", descriptor_limit = cap.limit, kept_back = cap.kept_back, connections_per_core_max = cap.per_core, "The descriptor limit leaves few connections per core (the ledger, listeners, cores and destinations' connections are kept back); raise it (systemd LimitNOFILE=, ulimit -n).");
     }
     let connections_max = cap.per_core;
-    let total_max = match config.server.connections_max {
-        0 => connections_max.saturating_mul(cores),
-        n => n,
-    };
+    let total_max = cap.total_max(config.server.connections_max, connections_max);
     let per_ip_max = config.server.connections_per_ip_max;
     let gate = Arc::new(Gate::new(total_max, per_ip_max));
     // No core accepts before every core is set up (ingress::startup), so a flood at start
@@ -120,8 +117,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let tls_on = certs.is_some();
         tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
         notify_systemd(&[sd_notify::NotifyState::Ready]);
-        let reloader =
-            Reloader { live: &live, certs: certs.as_deref(), metrics: &metrics, ledger: &ledger };
+        let reloader = Reloader {
+            live: &live,
+            certs: certs.as_deref(),
+            metrics: &metrics,
+            ledger: &ledger,
+            gate: &gate,
+            cap,
+        };
         wait_for_stop(&mut signals, &threads, &ledger, &reloader)
     } else {
         "an ingress core could not start"
@@ -264,6 +267,11 @@ struct Reloader<'a> {
     metrics: &'a Metrics,
     /// Where each reload, applied or refused, is appended to the audit log (R20).
     ledger: &'a LedgerHandle,
+    /// The ingress connection limits, whose total a reload recomputes when it changes the
+    /// destinations' connections.
+    gate: &'a Gate,
+    /// The connection cap chosen at start (the cores hold at most its `per_core` each).
+    cap: ingress::ConnectionCap,
 }
 
 impl Reloader<'_> {
@@ -345,8 +353,29 @@ impl Reloader<'_> {
             store.replace(Arc::clone(&tls.certified));
         }
         let (sources, destinations) = (new.sources.len(), new.destinations.len());
+        let outbound = new.destinations.iter().map(DestinationConfig::connections_max).sum();
+        let total_max = new.server.connections_max;
         self.live.replace(Arc::new(new));
+        self.recap(outbound, total_max);
         Ok(format!("{sources} sources, {destinations} destinations"))
+    }
+
+    /// Recomputes the ingress connection total for `outbound` dispatcher connections at most
+    /// (the reloaded destinations') under `server.connections_max` = `configured`, and puts
+    /// it in force when it changed: destination connections added by a reload take their
+    /// descriptors from ingress instead of both failing for want of one (`EMFILE`).
+    fn recap(&self, outbound: usize, configured: usize) {
+        let cap = self.cap.with_outbound(outbound);
+        let total = cap.total_max(configured, self.cap.per_core);
+        let before = self.gate.total_max();
+        if total == before {
+            return;
+        }
+        self.gate.set_total_max(total);
+        tracing::info!(code = "connection_cap", connections_max = total, connections_max_before = before, kept_back = cap.kept_back, destination_connections_max = outbound, "The reloaded destinations changed the descriptors kept back; the ingress connection total follows.");
+        if cap.is_low() {
+            tracing::warn!(code = "descriptor_limit_low", descriptor_limit = cap.limit, kept_back = cap.kept_back, connections_per_core_max = cap.per_core, "The descriptor limit leaves few connections per core (the ledger, listeners, cores and destinations' connections are kept back); raise it (systemd LimitNOFILE=, ulimit -n).");
+        }
     }
 }
 

@@ -48,7 +48,9 @@ pub struct Ticket {
 /// The shared connection counters.
 #[derive(Debug)]
 pub struct Gate {
-    total_max: usize,
+    /// `server.connections_max`, or the descriptor-derived cap; lowered or raised by a reload
+    /// that changes the destinations' connections ([`Gate::set_total_max`]).
+    total_max: AtomicUsize,
     per_ip_max: usize,
     open: AtomicUsize,
     per_ip: DashMap<IpAddr, usize>,
@@ -59,7 +61,23 @@ impl Gate {
     /// address (0 = no per-address limit: behind a load balancer every connection comes from
     /// its address).
     pub fn new(total_max: usize, per_ip_max: usize) -> Gate {
-        Gate { total_max, per_ip_max, open: AtomicUsize::new(0), per_ip: DashMap::new() }
+        Gate {
+            total_max: AtomicUsize::new(total_max),
+            per_ip_max,
+            open: AtomicUsize::new(0),
+            per_ip: DashMap::new(),
+        }
+    }
+
+    /// The total limit in force (connections over all cores).
+    pub fn total_max(&self) -> usize {
+        self.total_max.load(Ordering::Relaxed)
+    }
+
+    /// Puts a new total limit in force for the connections accepted from now on; connections
+    /// already open above it are not closed, they only keep new ones out until they end.
+    pub fn set_total_max(&self, total_max: usize) {
+        self.total_max.store(total_max, Ordering::Relaxed);
     }
 
     /// Whether the per-address limit is on (then the back ends look up the peer address).
@@ -73,7 +91,7 @@ impl Gate {
     /// The limit that is full (the caller counts the refusal).
     pub fn enter(&self, peer: Option<IpAddr>) -> Result<Ticket, Refusal> {
         let total = self.open.fetch_add(1, Ordering::AcqRel);
-        if total >= self.total_max {
+        if total >= self.total_max() {
             self.open.fetch_sub(1, Ordering::AcqRel);
             return Err(Refusal::Total);
         }
@@ -156,5 +174,24 @@ mod tests {
         assert!(gate.per_ip.is_empty(), "addresses are not tracked");
         gate.leave(t1);
         gate.leave(t2);
+    }
+
+    /// A lowered total keeps new connections out while the open ones stay; raised again, it
+    /// admits them.
+    #[test]
+    fn a_new_total_applies_to_the_next_connection() {
+        let gate = Gate::new(3, 0);
+        let held: Vec<Ticket> = (0..3).map(|_| gate.enter(None).expect("inside 3")).collect();
+        gate.set_total_max(2);
+        assert_eq!(gate.total_max(), 2);
+        assert_eq!(gate.enter(None).expect_err("over 2"), Refusal::Total);
+        let mut held = held.into_iter();
+        gate.leave(held.next().expect("a ticket"));
+        assert_eq!(gate.enter(None).expect_err("2 still open"), Refusal::Total);
+        gate.set_total_max(3);
+        let again = gate.enter(None).expect("inside 3 again");
+        gate.leave(again);
+        held.for_each(|t| gate.leave(t));
+        assert_eq!(gate.open(), 0);
     }
 }

@@ -171,6 +171,11 @@ pub struct ConnectionCap {
     pub limit: u64,
     /// Descriptors kept back from connections.
     pub kept_back: u64,
+    /// Descriptors open when the cap was chosen (the ledger, listeners, the dispatcher's
+    /// runtime), counted again when a reload changes the destinations' connections.
+    pub open: u64,
+    /// Ingress cores sharing the connections.
+    pub cores: u64,
 }
 
 impl ConnectionCap {
@@ -179,6 +184,30 @@ impl ConnectionCap {
     /// descriptor), which `serve` warns about.
     pub fn is_low(&self) -> bool {
         self.per_core < crate::limits::CONNECTIONS_PER_CORE_LOW
+    }
+
+    /// The cap again under the same limit, open descriptors and cores, with `outbound`
+    /// dispatcher connections at most instead: what a reload that changes the destinations'
+    /// `concurrency_max` or `pipeline` leaves for ingress. Its `per_core` may exceed this
+    /// cap's (fewer outbound connections), which the cores, sized at start, cannot hold more
+    /// than; the caller takes the smaller.
+    pub fn with_outbound(&self, outbound: usize) -> ConnectionCap {
+        cap_for(self.limit, self.open, self.cores, outbound as u64)
+    }
+
+    /// The most connections over all cores (the [`crate::ingress::gate::Gate`]'s total) under
+    /// this cap, for `server.connections_max` = `configured` (0 = not set) and cores set up
+    /// with `started` connections each: every core at the smaller of `started` and this
+    /// cap's `per_core`, or `configured` when it is set and smaller. So a reload that gives
+    /// the destinations more connections takes their descriptors from ingress, whose cores
+    /// were sized at start, instead of both running out (`EMFILE`).
+    pub fn total_max(&self, configured: usize, started: usize) -> usize {
+        let cores = usize::try_from(self.cores).unwrap_or(usize::MAX);
+        let derived = self.per_core.min(started).saturating_mul(cores);
+        match configured {
+            0 => derived,
+            n => n.min(derived),
+        }
     }
 }
 
@@ -214,6 +243,8 @@ fn cap_for(limit: u64, open: u64, cores: u64, outbound: u64) -> ConnectionCap {
         per_core: per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX),
         limit,
         kept_back,
+        open,
+        cores,
     }
 }
 
@@ -250,6 +281,29 @@ mod tests {
 
     /// A large limit keeps back 1024 (RocksDB's table files, logs, the dispatcher) and the
     /// rest goes to connections, up to the per-core maximum.
+    /// A reload that raises the dispatcher's connections keeps back their descriptors from
+    /// the total; one that lowers them again gives back no more than the cores were set up
+    /// with. An explicit `connections_max` is kept unless the descriptors leave less.
+    #[test]
+    fn more_destination_connections_lower_the_total() {
+        let start = cap_for(256, 40, 1, 2);
+        assert_eq!((start.kept_back, start.per_core), (64, 192));
+        assert_eq!(start.total_max(0, start.per_core), 192);
+        let more = start.with_outbound(64);
+        assert_eq!((more.kept_back, more.per_core), (40 + FDS_PER_CORE + 64, 144));
+        assert_eq!(more.total_max(0, start.per_core), 144);
+        assert_eq!(more.total_max(100, start.per_core), 100, "a smaller explicit total stays");
+        assert_eq!(
+            more.total_max(500, start.per_core),
+            144,
+            "a larger one is cut to the descriptors"
+        );
+        let fewer = start.with_outbound(0);
+        assert_eq!(fewer.total_max(0, start.per_core), 192, "not past what the cores hold");
+        let two = cap_for(256, 40, 2, 2).with_outbound(64);
+        assert_eq!(two.total_max(0, 1_000), two.per_core * 2, "every core counts");
+    }
+
     #[test]
     fn a_large_limit_keeps_back_1024() {
         let cap = cap_for(8192, 40, 2, 64);

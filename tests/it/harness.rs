@@ -179,6 +179,8 @@ pub struct Setup {
     pub destination_timeout: &'static str,
     /// Extra TOML lines of the destination table (e.g. `kind = "nats"`).
     pub destination_extra: String,
+    /// `destination.concurrency_max`.
+    pub concurrency_max: u32,
 }
 
 impl Setup {
@@ -210,6 +212,7 @@ impl Setup {
             lease: "30s",
             destination_timeout: "5s",
             destination_extra: String::new(),
+            concurrency_max: 16,
         }
     }
 
@@ -263,7 +266,7 @@ impl Setup {
         let _ = writeln!(t, "attempts_max = {}", self.attempts_max);
         let _ = writeln!(t, "backoff_min = {}", quote(self.backoff_min));
         let _ = writeln!(t, "backoff_max = {}", quote(self.backoff_max));
-        let _ = writeln!(t, "concurrency_max = 16");
+        let _ = writeln!(t, "concurrency_max = {}", self.concurrency_max);
         let _ = writeln!(t, "paused = {}", self.paused);
         if let Some(n) = self.breaker_failures_max {
             let _ = writeln!(t, "breaker_failures_max = {n}");

@@ -141,6 +141,48 @@ fn total_limit_answers_503() {
     assert_eq!(sample(&text, "hookwall_ingress_connections_refused_total", &labels), Some(1.0));
 }
 
+/// A reload that gives the destination more connections keeps their descriptors back from
+/// ingress: under a limit of 256 descriptors, `concurrency_max = 64` with `pipeline = 1` (64
+/// connections instead of 2) lowers the ingress total, logged as `connection_cap`, and the
+/// connection past the new total is answered 503 `overloaded` instead of being accepted with
+/// descriptors the dispatcher may need. Before, the total stayed as computed at start, and
+/// ingress and dispatcher could both run out (`EMFILE`).
+#[test]
+fn a_reload_with_more_destination_connections_lowers_the_ingress_total() {
+    let mut f = Fixture::with(Io::Auto, Script::always(200), |s| {
+        s.nofile = Some(256);
+        s.cores = 1;
+    });
+    let field = |line: &str, key: &str| -> usize {
+        let key = format!(" {key}=");
+        let at = line.find(&key).unwrap_or_else(|| panic!("{key} in {line}"));
+        line[at + key.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a count")
+    };
+    let log = f.hw.stderr();
+    let ready = log.lines().find(|l| l.contains("hookwall ready")).expect("a ready line");
+    let before = field(ready, "connections_max");
+    let mut more = f.hw.setup.clone();
+    more.concurrency_max = 64;
+    more.destination_extra = "pipeline = 1".to_owned();
+    assert!(f.hw.reload(&more), "the reload is applied:\n{}", f.hw.stderr());
+    let log = f.hw.stderr();
+    let line = log.lines().find(|l| l.contains("connection_cap"));
+    let line = line.unwrap_or_else(|| panic!("a connection_cap line:\n{log}"));
+    let after = field(line, "connections_max");
+    assert_eq!(field(line, "connections_max_before"), before, "{line}");
+    // 62 more outbound connections, less the slack a quarter of the limit already kept.
+    assert!(after < before && after + 62 >= before, "{before} -> {after}: {line}");
+    let _held: Vec<Conn> = (0..after).map(|_| Conn::connect(f.hw.ingress)).collect();
+    wait_for_open(&f, after as f64);
+    let mut over = Conn::connect(f.hw.ingress);
+    over.send(&signed_request("evt_over_reloaded_total"));
+    assert_eq!(over.read_response().answer(), (503, "overloaded".to_owned()));
+}
+
 on_both_io! {
     /// Issue 5: 1 000 slowloris connections (a request head that never ends) while normal
     /// senders deliver: every normal delivery is accepted, and every slowloris connection is
