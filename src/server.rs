@@ -363,7 +363,9 @@ impl Reloader<'_> {
     /// Recomputes the ingress connection total for `outbound` dispatcher connections at most
     /// (the reloaded destinations') under `server.connections_max` = `configured`, and puts
     /// it in force when it changed: destination connections added by a reload take their
-    /// descriptors from ingress instead of both failing for want of one (`EMFILE`).
+    /// descriptors from ingress instead of both failing for want of one (`EMFILE`). As at
+    /// start, they are counted up to a quarter of the limit (`ingress::connections_per_core`):
+    /// past that the two share the descriptors, and the warning below says to raise it.
     fn recap(&self, outbound: usize, configured: usize) {
         let cap = self.cap.with_outbound(outbound);
         let total = cap.total_max(configured, self.cap.per_core);

@@ -279,8 +279,6 @@ mod tests {
         assert!(cap.is_low());
     }
 
-    /// A large limit keeps back 1024 (RocksDB's table files, logs, the dispatcher) and the
-    /// rest goes to connections, up to the per-core maximum.
     /// A reload that raises the dispatcher's connections keeps back their descriptors from
     /// the total; one that lowers them again gives back no more than the cores were set up
     /// with. An explicit `connections_max` is kept unless the descriptors leave less.
@@ -304,6 +302,8 @@ mod tests {
         assert_eq!(two.total_max(0, 1_000), two.per_core * 2, "every core counts");
     }
 
+    /// A large limit keeps back 1024 (RocksDB's table files, logs, the dispatcher) and the
+    /// rest goes to connections, up to the per-core maximum.
     #[test]
     fn a_large_limit_keeps_back_1024() {
         let cap = cap_for(8192, 40, 2, 64);

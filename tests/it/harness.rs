@@ -71,7 +71,7 @@ pub fn repo_root() -> std::path::PathBuf {
 }
 
 /// The signature vectors made by the providers' official libraries: the file named by
-/// `HOOKWALL_OFFICIAL_VECTORS` when set (`.ci/run` regenerates them into its target directory,
+/// `HOOKWALL_OFFICIAL_VECTORS` when set (`.ci/run` regenerates them into a temporary file,
 /// leaving the clone untouched), else the committed `tests/data/official_vectors.json`, made by
 /// the same script and libraries (`tests/vectors/gen_vectors.py`).
 pub fn official_vectors_path() -> std::path::PathBuf {
