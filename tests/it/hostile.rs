@@ -154,17 +154,10 @@ fn a_reload_with_more_destination_connections_lowers_the_ingress_total() {
         s.cores = 1;
     });
     let field = |line: &str, key: &str| -> usize {
-        let key = format!(" {key}=");
-        let at = line.find(&key).unwrap_or_else(|| panic!("{key} in {line}"));
-        line[at + key.len()..]
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("a count")
+        crate::lifecycle::line_field(line, key).parse().expect("a count")
     };
-    let log = f.hw.stderr();
-    let ready = log.lines().find(|l| l.contains("hookwall ready")).expect("a ready line");
-    let before = field(ready, "connections_max");
+    let before: usize =
+        crate::lifecycle::ready_field(&f.hw.stderr(), "connections_max").parse().expect("a count");
     let mut more = f.hw.setup.clone();
     more.concurrency_max = 64;
     more.destination_extra = "pipeline = 1".to_owned();

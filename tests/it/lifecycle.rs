@@ -165,8 +165,13 @@ on_both_io! {
 /// The value of `field=` on the `ready` line of `log`.
 pub(crate) fn ready_field(log: &str, field: &str) -> String {
     let line = log.lines().find(|l| l.contains("hookwall ready")).expect("a ready line");
+    line_field(line, field)
+}
+
+/// The value of `field` on one log `line` (`field=value`, text format).
+pub(crate) fn line_field(line: &str, field: &str) -> String {
     let key = format!(" {field}=");
-    let at = line.find(&key).unwrap_or_else(|| panic!("{field} on the ready line: {line}"));
+    let at = line.find(&key).unwrap_or_else(|| panic!("{field} on the line: {line}"));
     line[at + key.len()..].split_whitespace().next().unwrap_or_default().to_owned()
 }
 
