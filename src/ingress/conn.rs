@@ -82,7 +82,8 @@ pub struct CoreCtx {
     pub limits: http::Limits,
     /// `server.read_timeout`.
     pub read_timeout: Duration,
-    /// Most open connections on this core (see [`super::connections_per_core`]).
+    /// Most admitted connections on this core (see [`super::connections_per_core`]); the
+    /// refused ones it holds for their 503 come on top ([`CoreCtx::enter`]).
     pub connections_max: usize,
     /// `[server.tls]`: every accepted connection speaks TLS with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -151,6 +152,26 @@ impl CoreCtx {
     pub fn with_gate(mut self, gate: Arc<Gate>) -> CoreCtx {
         self.gate = gate;
         self
+    }
+
+    /// Takes a place for a new connection from `peer` while this core holds `held`
+    /// connections, refused ones included.
+    ///
+    /// # Errors
+    /// [`Refusal::Total`] when this core already holds `connections_max` admitted connections
+    /// (its share of the descriptors, [`super::connections_per_core`]; the refused ones it
+    /// holds for their 503 have descriptors kept back of their own), or the gate's refusal at
+    /// the total or per-address limit. The caller answers it through [`CoreCtx::refuse`], so
+    /// a connection past the core's cap is answered 503 like one past the total, not reset.
+    pub fn enter(
+        &self,
+        held: usize,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<super::gate::Ticket, Refusal> {
+        if held.saturating_sub(self.refusing.get()) >= self.connections_max {
+            return Err(Refusal::Total);
+        }
+        self.gate.enter(peer)
     }
 
     /// Counts a connection refused at a limit and decides how: `true` — hold it open to answer

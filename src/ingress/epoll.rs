@@ -55,11 +55,10 @@ pub fn run(
             let accepted = tokio::time::timeout(TICK, listener.accept()).await;
             let Ok(accepted) = accepted else { continue };
             match accepted {
-                Ok((stream, peer)) if open.get() < ctx.connections_max => {
+                Ok((stream, peer)) => {
                     let peer = Some(peer.ip());
                     spawn_connection(&ctx, &lag, &open, &stopping, stream, peer);
                 }
-                Ok(_) => {}
                 Err(e) => {
                     // Out of descriptors or memory: every accept would fail at once. Pause
                     // instead of spinning; the backlog keeps the connections meanwhile.
@@ -131,7 +130,7 @@ fn spawn_connection(
     // The limit place is taken at accept time, before the connection counts as open (as the
     // io_uring back end does): connections are judged in accept order, and an open gauge of N
     // means N connections have passed the gate.
-    let ticket = match ctx.gate.enter(peer) {
+    let ticket = match ctx.enter(open.get(), peer) {
         Ok(ticket) => Some(ticket),
         Err(reason) if ctx.refuse(reason) => None,
         // Enough refused connections held already: closed unanswered.

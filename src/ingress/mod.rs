@@ -214,7 +214,8 @@ impl ConnectionCap {
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (a server's usual start-up step) and
 /// returns how many connections each of `cores` cores may hold: `CONNECTIONS_PER_CORE_MAX`,
 /// or less when the descriptor limit cannot cover it. At the cap, new connections are
-/// accepted and closed at once instead of running the process out of descriptors.
+/// refused like those past the total (answered 503 `overloaded`, [`conn::CoreCtx::enter`]) instead
+/// of running the process out of descriptors.
 ///
 /// Called once everything but the cores is open (ledger, admin listener, dispatcher), with
 /// `outbound` = the most connections the dispatcher opens (see
@@ -228,14 +229,18 @@ pub fn connections_per_core(cores: usize, outbound: usize) -> ConnectionCap {
 /// The connection cap under a descriptor `limit` with `open` descriptors open, for `cores`
 /// cores and `outbound` dispatcher connections at most. Kept back: [`FDS_RESERVED`] or a
 /// quarter of the limit, whichever is smaller, but never less than what is needed besides
-/// connections — what is `open`, [`FDS_PER_CORE`] per core and the outbound connections, the
+/// connections — what is `open`, [`FDS_PER_CORE`] per core, the refused connections each core
+/// may hold for their 503 ([`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] per core, so
+/// a core at its cap still answers the next connection instead of resetting it) and the
+/// outbound connections, the
 /// latter counted up to a quarter of the limit (a destination allowed more connections than
 /// the whole limit must not shrink the ingress cap to nothing; the two then share it) — so
 /// under a small limit the cap is reached before an accept fails for want of a descriptor.
 fn cap_for(limit: u64, open: u64, cores: u64, outbound: u64) -> ConnectionCap {
     let cores = cores.max(1);
+    let refusing = crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX as u64;
     let needed = open
-        .saturating_add(cores.saturating_mul(FDS_PER_CORE))
+        .saturating_add(cores.saturating_mul(FDS_PER_CORE + refusing))
         .saturating_add(outbound.min(limit / 4));
     let kept_back = FDS_RESERVED.min(limit / 4).max(needed);
     let per_core = usize::try_from(limit.saturating_sub(kept_back) / cores).unwrap_or(usize::MAX);
@@ -258,6 +263,9 @@ fn open_fds() -> u64 {
 mod tests {
     use super::*;
 
+    /// Refused connections a core may hold for their 503, as descriptors.
+    const REFUSING: u64 = crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX as u64;
+
     #[test]
     fn open_descriptors_are_counted_from_proc() {
         let before = open_fds();
@@ -268,14 +276,14 @@ mod tests {
         drop(files);
     }
 
-    /// Under a small limit the descriptors already open, the cores' and the dispatcher's are
-    /// kept back (a quarter of 128 is fewer than the ~40 open at rest), so the cap is reached
-    /// before an accept fails.
+    /// Under a small limit the descriptors already open, the cores' (with the refused
+    /// connections each may hold for their 503) and the dispatcher's are kept back (a quarter
+    /// of 320 is fewer), so the cap is reached before an accept fails.
     #[test]
     fn a_small_limit_keeps_back_what_is_open_the_cores_and_the_dispatcher() {
-        let cap = cap_for(128, 40, 2, 16);
-        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 16);
-        assert_eq!(cap.per_core, (128 - 72) / 2);
+        let cap = cap_for(320, 40, 2, 16);
+        assert_eq!(cap.kept_back, 40 + 2 * (FDS_PER_CORE + REFUSING) + 16);
+        assert_eq!(cap.per_core, (320 - 200) / 2);
         assert!(cap.is_low());
     }
 
@@ -285,19 +293,20 @@ mod tests {
     #[test]
     fn more_destination_connections_lower_the_total() {
         let start = cap_for(256, 40, 1, 2);
-        assert_eq!((start.kept_back, start.per_core), (64, 192));
-        assert_eq!(start.total_max(0, start.per_core), 192);
+        let core = FDS_PER_CORE + REFUSING;
+        assert_eq!((start.kept_back, start.per_core), (40 + core + 2, 142));
+        assert_eq!(start.total_max(0, start.per_core), 142);
         let more = start.with_outbound(64);
-        assert_eq!((more.kept_back, more.per_core), (40 + FDS_PER_CORE + 64, 144));
-        assert_eq!(more.total_max(0, start.per_core), 144);
-        assert_eq!(more.total_max(100, start.per_core), 100, "a smaller explicit total stays");
+        assert_eq!((more.kept_back, more.per_core), (40 + core + 64, 80));
+        assert_eq!(more.total_max(0, start.per_core), 80);
+        assert_eq!(more.total_max(50, start.per_core), 50, "a smaller explicit total stays");
         assert_eq!(
-            more.total_max(500, start.per_core),
-            144,
+            more.total_max(100, start.per_core),
+            80,
             "a larger one is cut to the descriptors"
         );
         let fewer = start.with_outbound(0);
-        assert_eq!(fewer.total_max(0, start.per_core), 192, "not past what the cores hold");
+        assert_eq!(fewer.total_max(0, start.per_core), 142, "not past what the cores hold");
         let two = cap_for(256, 40, 2, 2).with_outbound(64);
         assert_eq!(two.total_max(0, 1_000), two.per_core * 2, "every core counts");
     }
@@ -319,8 +328,8 @@ mod tests {
     #[test]
     fn outbound_connections_count_up_to_a_quarter_of_the_limit() {
         let cap = cap_for(1024, 40, 2, 1024);
-        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 256);
-        assert_eq!(cap.per_core, (1024 - 312) / 2);
+        assert_eq!(cap.kept_back, 40 + 2 * (FDS_PER_CORE + REFUSING) + 256);
+        assert_eq!(cap.per_core, (1024 - 440) / 2);
     }
 
     /// No room at all (or an unreadable limit, 0): one connection per core, reported low.

@@ -489,18 +489,13 @@ impl Core {
     }
 
     fn admit_connection(&mut self, fd: RawFd) {
-        if self.open >= self.ctx.connections_max {
-            // SAFETY: closing the fd we were just given.
-            unsafe { libc::close(fd) };
-            return;
-        }
         set_nodelay(fd);
         self.generation = self.generation.wrapping_add(1);
         let mut conn = Conn::new(&self.ctx, clock::monotonic());
         // Known for the per-address limit and for `server.trusted_proxies` (signed URLs).
         let peer = peer_ip(fd);
         conn.set_peer(peer);
-        let ticket = match self.ctx.gate.enter(peer) {
+        let ticket = match self.ctx.enter(self.open, peer) {
             Ok(ticket) => Some(ticket),
             Err(reason) => {
                 if !self.ctx.refuse(reason) {

@@ -141,6 +141,32 @@ fn total_limit_answers_503() {
     assert_eq!(sample(&text, "hookwall_ingress_connections_refused_total", &labels), Some(1.0));
 }
 
+on_both_io! {
+    /// With `connections_max` unset and one core, the total the descriptors allow is the
+    /// core's own cap: the connection past it is answered 503 `overloaded` like any refusal at
+    /// the total, not reset at accept. Before, the core's cap counted the refused connection
+    /// too and closed it unanswered (a sender sees a reset, not a 503 to retry on).
+    fn the_connection_past_the_derived_total_on_one_core_is_answered_503(io: Io) {
+        let f = Fixture::with(io, Script::always(200), |s| {
+            s.nofile = Some(256);
+            s.cores = 1;
+        });
+        let log = f.hw.stderr();
+        let field = |key: &str| -> usize {
+            crate::lifecycle::ready_field(&log, key).parse().expect("a count")
+        };
+        let total = field("connections_max");
+        assert_eq!(total, field("connections_per_core_max"), "one core: {log}");
+        let _held: Vec<Conn> = (0..total).map(|_| Conn::connect(f.hw.ingress)).collect();
+        wait_for_open(&f, total as f64);
+        let mut over = Conn::connect(f.hw.ingress);
+        over.send(&signed_request("evt_over_derived_total"));
+        let r = over.read_response();
+        assert_eq!(r.answer(), (503, "overloaded".to_owned()), "{r}");
+        assert!(r.header("retry-after").is_some(), "Retry-After is set: {r}");
+    }
+}
+
 /// A reload that gives the destination more connections keeps their descriptors back from
 /// ingress: under a limit of 256 descriptors, `concurrency_max = 64` with `pipeline = 1` (64
 /// connections instead of 2) lowers the ingress total, logged as `connection_cap`, and the
