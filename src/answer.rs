@@ -39,13 +39,19 @@ pub enum Answer {
     BadRequest,
     /// 431: request head over `header_bytes_max`.
     HeadersTooLarge,
+    /// 414: the request line alone is over `header_bytes_max` (RFC 9112 §3: a server MUST
+    /// answer 414 to a request-target longer than it parses).
+    UriTooLong,
+    /// 505: a request line naming an HTTP major version other than 1, such as `HTTP/2.0` or
+    /// HTTP/2's prior-knowledge preface (RFC 9110 §15.6.6).
+    VersionNotSupported,
     /// 408: request not fully read within `read_timeout`.
     Timeout,
 }
 
 impl Answer {
     /// Every answer, in a fixed order (metric label index).
-    pub const ALL: [Answer; 17] = [
+    pub const ALL: [Answer; 19] = [
         Answer::UnknownSource,
         Answer::MethodNotAllowed,
         Answer::TooLarge,
@@ -62,6 +68,8 @@ impl Answer {
         Answer::Challenge,
         Answer::BadRequest,
         Answer::HeadersTooLarge,
+        Answer::UriTooLong,
+        Answer::VersionNotSupported,
         Answer::Timeout,
     ];
 
@@ -84,6 +92,8 @@ impl Answer {
             Answer::Challenge => "challenge",
             Answer::BadRequest => "bad_request",
             Answer::HeadersTooLarge => "headers_too_large",
+            Answer::UriTooLong => "uri_too_long",
+            Answer::VersionNotSupported => "version_not_supported",
             Answer::Timeout => "timeout",
         }
     }
@@ -99,9 +109,11 @@ impl Answer {
             Answer::Timeout => 408,
             Answer::Conflict => 409,
             Answer::TooLarge => 413,
+            Answer::UriTooLong => 414,
             Answer::UnsupportedEncoding => 415,
             Answer::HeadersTooLarge => 431,
             Answer::Unavailable | Answer::Overloaded => 503,
+            Answer::VersionNotSupported => 505,
         }
     }
 

@@ -156,12 +156,14 @@ impl Framer {
 }
 
 impl FrameError {
-    /// The answer a framing failure gets: 400 `bad_request`, 431 `headers_too_large` or
-    /// 413 `too_large`.
+    /// The answer a framing failure gets: 400 `bad_request`, 431 `headers_too_large`, 414
+    /// `uri_too_long`, 505 `version_not_supported` or 413 `too_large`.
     pub fn answer(self) -> Answer {
         match self {
             FrameError::BadRequest => Answer::BadRequest,
             FrameError::HeadersTooLarge => Answer::HeadersTooLarge,
+            FrameError::UriTooLong => Answer::UriTooLong,
+            FrameError::VersionNotSupported => Answer::VersionNotSupported,
             FrameError::TooLarge => Answer::TooLarge,
         }
     }
@@ -220,11 +222,54 @@ fn head_of(
     match parsed {
         Ok(httparse::Status::Complete(len)) => build_head(request, len).map(Some),
         Ok(httparse::Status::Partial) if input.len() >= limits.header_bytes_max => {
-            Err(FrameError::HeadersTooLarge)
+            let window = &input[..limits.header_bytes_max];
+            // No line end within the limit: the request line alone is too long (RFC 9112 §3).
+            if window.contains(&b'\n') {
+                Err(FrameError::HeadersTooLarge)
+            } else {
+                Err(FrameError::UriTooLong)
+            }
         }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(httparse::Error::TooManyHeaders) => Err(FrameError::HeadersTooLarge),
+        Err(httparse::Error::Version) => {
+            let window = &input[..input.len().min(limits.header_bytes_max)];
+            match names_another_major_version(window) {
+                Some(true) => Err(FrameError::VersionNotSupported),
+                Some(false) => Err(FrameError::BadRequest),
+                None if window.len() >= limits.header_bytes_max => Err(FrameError::UriTooLong),
+                None => Ok(None),
+            }
+        }
         Err(_) => Err(FrameError::BadRequest),
+    }
+}
+
+/// After httparse refused the version of the request line at the front of `window`: whether
+/// that version is a well-formed `HTTP/d.d` with a major version other than 1 (`HTTP/2.0`,
+/// `HTTP/3.0`, HTTP/2's `PRI * HTTP/2.0` preface), a version we understand and do not speak,
+/// answered 505 rather than 400. `None` while the line is incomplete and its end could still
+/// make it one (httparse refuses `HTTP/2` before the line ends), so the answer does not depend
+/// on how the bytes were split into reads.
+fn names_another_major_version(window: &[u8]) -> Option<bool> {
+    let (line, complete) = match window.iter().position(|&b| b == b'\n') {
+        Some(end) => (&window[..end], true),
+        None => (window, false),
+    };
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    let version = version.strip_suffix(b"\r").unwrap_or(version);
+    // A prefix of `HTTP/` DIGIT `.` DIGIT.
+    let shaped = version.len() <= 8
+        && version.iter().enumerate().all(|(i, &b)| match i {
+            0..=4 => b == b"HTTP/"[i],
+            5 | 7 => b.is_ascii_digit(),
+            _ => b == b'.',
+        });
+    let not_one = version.get(5).is_none_or(|&major| major != b'1');
+    match complete {
+        true => Some(shaped && not_one && version.len() == 8),
+        false if shaped && not_one => None,
+        false => Some(false),
     }
 }
 
@@ -774,8 +819,10 @@ left 0"#,
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\
              Transfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            "POST / HTTP/2.0\r\nHost: h\r\n\r\n",
             "POST / HTTP/1.2\r\nHost: h\r\n\r\n",
+            "POST / HTTP/2.x\r\nHost: h\r\n\r\n",
+            "POST / HTTP/20.0\r\nHost: h\r\n\r\n",
+            "POST / HTTPS/2.0\r\nHost: h\r\n\r\n",
             "\x16\x03\x01\x02\x00\x01\x00\x01",
             "GARBAGE\r\n\r\n",
             "POST /a b HTTP/1.1\r\nHost: h\r\n\r\n",
@@ -1023,10 +1070,44 @@ left 0"#,
         assert_eq!(framer.advance(b"GET"), (0, Frame::Incomplete));
     }
 
+    /// RFC 9110 §15.6.6: a well-formed version with another major number (HTTP/2's
+    /// prior-knowledge preface among them) is answered 505, whichever way the bytes were split.
+    #[test]
+    fn another_major_version_is_not_supported() {
+        for input in [
+            "POST / HTTP/2.0\r\nHost: h\r\n\r\n",
+            "POST / HTTP/3.0\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            "GET / HTTP/0.9\n\n",
+        ] {
+            check(input, &format!("error VersionNotSupported\nleft {}", input.len()));
+        }
+        let mut framer = Framer::new(LIMITS);
+        assert_eq!(framer.advance(b"POST / HTTP/2"), (0, Frame::Incomplete), "waits for the line");
+        let refused = (0, Frame::Error(FrameError::VersionNotSupported));
+        assert_eq!(framer.advance(b"POST / HTTP/2.0\r\n"), refused);
+    }
+
+    /// RFC 9112 §3: a request line with no end within `header_bytes_max` (a long target) is
+    /// 414, a long head whose request line ended is 431.
+    #[test]
+    fn a_request_line_over_the_head_limit_is_uri_too_long() {
+        let max = LIMITS.header_bytes_max;
+        let long = format!("POST /{} HTTP/1.1\r\nHost: h\r\n\r\n", "a".repeat(max));
+        check(&long, &format!("error UriTooLong\nleft {}", long.len()));
+        let unended = format!("POST /{}", "a".repeat(max));
+        check(&unended, &format!("error UriTooLong\nleft {}", unended.len()));
+        let line = "POST / HTTP/1.1\r\n";
+        let head = format!("{line}Host: {}\r\n\r\n", "h".repeat(max));
+        check(&head, &format!("error HeadersTooLarge\nleft {}", head.len()));
+    }
+
     #[test]
     fn errors_map_to_answers() {
         assert_eq!(FrameError::BadRequest.answer(), Answer::BadRequest);
         assert_eq!(FrameError::HeadersTooLarge.answer(), Answer::HeadersTooLarge);
+        assert_eq!(FrameError::UriTooLong.answer(), Answer::UriTooLong);
+        assert_eq!(FrameError::VersionNotSupported.answer(), Answer::VersionNotSupported);
         assert_eq!(FrameError::TooLarge.answer(), Answer::TooLarge);
     }
 }

@@ -183,6 +183,12 @@ pub enum FrameError {
     BadRequest,
     /// Head over `header_bytes_max` → 431 (whatever its number of fields).
     HeadersTooLarge,
+    /// The request line alone over `header_bytes_max` (a long target) → 414 `uri_too_long`
+    /// (RFC 9112 §3).
+    UriTooLong,
+    /// A request line whose version is `HTTP/d.d` with a major version other than 1 → 505
+    /// `version_not_supported` (RFC 9110 §15.6.6); other bad versions are 400.
+    VersionNotSupported,
     /// Body over `body_bytes_max` → 413 `too_large`.
     TooLarge,
 }

@@ -160,9 +160,11 @@ fn reason(status: u16) -> &'static str {
         408 => "Request Timeout",
         409 => "Conflict",
         413 => "Content Too Large",
+        414 => "URI Too Long",
         415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
         // The reason phrase may be empty (RFC 9112 §4); every status above is listed.
         _ => "",
     }

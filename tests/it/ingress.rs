@@ -596,6 +596,22 @@ on_both_io_and_postgres! {
         conn.send(&client::request("POST", path, &h, &small));
         expect(&conn.read_response(), 431, "headers_too_large", "head over header_bytes_max");
 
+        // 414: a request line (a long target) over header_bytes_max (RFC 9112 §3).
+        let long = format!("{path}?pad={}", "p".repeat(3000));
+        let mut conn = Conn::connect(f.hw.ingress);
+        conn.send(&client::request("POST", &long, &h, &small));
+        expect(&conn.read_response(), 414, "uri_too_long", "request line over header_bytes_max");
+
+        // 505: another major HTTP version, and HTTP/2's prior-knowledge preface (RFC 9110
+        // §15.6.6); both before the source or signature is looked at.
+        for preface in ["POST /webhooks/stripe-a HTTP/2.0\r\nHost: x\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+            let mut conn = Conn::connect(f.hw.ingress);
+            conn.send(preface.as_bytes());
+            let r = conn.read_response();
+            expect(&r, 505, "version_not_supported", preface);
+            assert_eq!(r.header("connection"), Some("close"), "{r}");
+        }
+
         // 415: a declared Content-Encoding (a gzip-compressed body) is refused from the head,
         // even when the bytes carry a valid signature; `identity` is no encoding (issue 3).
         let zid = sign::unique_id("evt_gzip");
