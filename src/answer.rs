@@ -39,7 +39,7 @@ pub enum Answer {
     BadRequest,
     /// 431: request head over `header_bytes_max`.
     HeadersTooLarge,
-    /// 414: the request line alone is over `header_bytes_max` (RFC 9112 §3: a server MUST
+    /// 414: the request line with its line end does not fit in `header_bytes_max` (RFC 9112 §3: a server MUST
     /// answer 414 to a request-target longer than it parses).
     UriTooLong,
     /// 505: a request line naming an HTTP major version other than 1, such as `HTTP/2.0` or

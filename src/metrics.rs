@@ -89,7 +89,7 @@ pub struct CoreStats {
     /// Open connections on this core.
     pub connections_open: AtomicI64,
     /// Connections refused at a connection limit, by [`crate::ingress::gate::Refusal`].
-    pub connections_refused: [AtomicU64; 2],
+    pub connections_refused: [AtomicU64; crate::ingress::gate::Refusal::ALL.len()],
     /// Per source: deliveries answered 503 `overloaded` by deadline-aware admission.
     shed: Box<[AtomicU64]>,
     /// Per source: answers written later than the source's `ack_deadline` after the request
@@ -114,7 +114,7 @@ impl CoreStats {
             requests: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             ack_latency_us: (0..sources).map(|_| Mutex::new(latency_histogram())).collect(),
             connections_open: AtomicI64::new(0),
-            connections_refused: [AtomicU64::new(0), AtomicU64::new(0)],
+            connections_refused: std::array::from_fn(|_| AtomicU64::new(0)),
             shed: (0..sources).map(|_| AtomicU64::new(0)).collect(),
             deadline_misses: (0..sources).map(|_| AtomicU64::new(0)).collect(),
         }

@@ -96,7 +96,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let cap = ingress::connections_per_core(cores, outbound);
     warn_if_low(&cap);
     let connections_max = cap.per_core;
-    let total_max = cap.total_max(config.server.connections_max, connections_max);
+    let total_max = cap.total_max(config.server.connections_max, &cap);
     let per_ip_max = config.server.connections_per_ip_max;
     let gate = Arc::new(Gate::new(total_max, per_ip_max));
     // No core accepts before every core is set up (ingress::startup), so a flood at start
@@ -106,14 +106,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let stats = Arc::clone(&metrics.cores[core]);
         let ctx = CoreCtx::new(Arc::clone(&live), ledger.clone(), stats, connections_max)
             .with_tls(tls_config.clone())
-            .with_gate(Arc::clone(&gate));
+            .with_gate(Arc::clone(&gate))
+            .with_refusing_max(cap.refusing);
         threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop), startup)?);
     }
     let started = startup_gate.wait();
     let signal = if started.is_ok() {
         admin_state.listeners_bound.store(true, Ordering::Release);
         let tls_on = certs.is_some();
-        tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
+        tracing::info!(code = "ready", %listen, admin = %admin_addr, cores, connections_per_core_max = connections_max, refusals_per_core_max = cap.refusing, io = backend.name(), tls = tls_on, connections_max = total_max, connections_per_ip_max = per_ip_max, "hookwall ready");
         notify_systemd(&[sd_notify::NotifyState::Ready]);
         let reloader = Reloader {
             live: &live,
@@ -366,7 +367,7 @@ impl Reloader<'_> {
     /// past that the two share the descriptors, and the warning below says to raise it.
     fn recap(&self, outbound: usize, configured: usize) {
         let cap = self.cap.with_outbound(outbound);
-        let total = cap.total_max(configured, self.cap.per_core);
+        let total = cap.total_max(configured, &self.cap);
         let before = self.gate.total_max();
         if total == before {
             return;

@@ -223,8 +223,9 @@ fn head_of(
         Ok(httparse::Status::Complete(len)) => build_head(request, len).map(Some),
         Ok(httparse::Status::Partial) if input.len() >= limits.header_bytes_max => {
             let window = &input[..limits.header_bytes_max];
-            // No line end within the limit: the request line alone is too long (RFC 9112 §3).
-            if window.contains(&b'\n') {
+            // No line end within the limit: the request line (with its line end) does not fit
+            // in it, a target too long for us (RFC 9112 §3).
+            if request_line(window).contains(&b'\n') {
                 Err(FrameError::HeadersTooLarge)
             } else {
                 Err(FrameError::UriTooLong)
@@ -245,20 +246,29 @@ fn head_of(
     }
 }
 
+/// `window` without the empty lines httparse skips before a request line (RFC 9112 §2.2).
+fn request_line(window: &[u8]) -> &[u8] {
+    let start = window.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(window.len());
+    &window[start..]
+}
+
 /// After httparse refused the version of the request line at the front of `window`: whether
-/// that version is a well-formed `HTTP/d.d` with a major version other than 1 (`HTTP/2.0`,
-/// `HTTP/3.0`, HTTP/2's `PRI * HTTP/2.0` preface), a version we understand and do not speak,
-/// answered 505 rather than 400. `None` while the line is incomplete and its end could still
-/// make it one (httparse refuses `HTTP/2` before the line ends), so the answer does not depend
-/// on how the bytes were split into reads.
+/// that version — the third token, after method and target — is a well-formed `HTTP/d.d` with
+/// a major version other than 1 (`HTTP/2.0`, `HTTP/3.0`, HTTP/2's `PRI * HTTP/2.0` preface), a
+/// version we understand and do not speak, answered 505 rather than 400. `None` while the
+/// line is incomplete and its next bytes could still make it one (httparse refuses `HTTP/2`
+/// before the line ends), so the answer does not depend on how the bytes were split into
+/// reads. Anything after the version (a space, a fourth token) makes the line malformed: 400.
 fn names_another_major_version(window: &[u8]) -> Option<bool> {
+    let window = request_line(window);
     let (line, complete) = match window.iter().position(|&b| b == b'\n') {
         Some(end) => (&window[..end], true),
         None => (window, false),
     };
-    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
-    let version = version.strip_suffix(b"\r").unwrap_or(version);
-    // A prefix of `HTTP/` DIGIT `.` DIGIT.
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut tokens = line.splitn(3, |&b| b == b' ');
+    let version = tokens.nth(2).unwrap_or_default();
+    // A prefix of `HTTP/` DIGIT `.` DIGIT, and nothing after it.
     let shaped = version.len() <= 8
         && version.iter().enumerate().all(|(i, &b)| match i {
             0..=4 => b == b"HTTP/"[i],
@@ -1082,6 +1092,21 @@ left 0"#,
         ] {
             check(input, &format!("error VersionNotSupported\nleft {}", input.len()));
         }
+        // After an empty line, which is skipped (RFC 9112 §2.2).
+        let late = "\r\nPOST / HTTP/2.0\r\n\r\n";
+        check(late, &format!("error VersionNotSupported\nleft {}", late.len()));
+        // The version is the token after the target; anything after it is malformed, and a
+        // token that is not a version is so at once, however the line continues.
+        for input in [
+            "GET / HTTP/2x HTTP/2.0\r\n\r\n",
+            "GET / HTTP/1.x HTTP/2.0\r\n\r\n",
+            "POST / HTTP/2.0x HTTP/3.0\r\n\r\n",
+            "POST / HTTP/2.0 \r\n\r\n",
+        ] {
+            check(input, &format!("error BadRequest\nleft {}", input.len()));
+        }
+        let padded = format!("GET / HTTP/2.0{}\r\n\r\n", " ".repeat(2 * LIMITS.header_bytes_max));
+        check(&padded, &format!("error BadRequest\nleft {}", padded.len()));
         let mut framer = Framer::new(LIMITS);
         assert_eq!(framer.advance(b"POST / HTTP/2"), (0, Frame::Incomplete), "waits for the line");
         let refused = (0, Frame::Error(FrameError::VersionNotSupported));
@@ -1097,6 +1122,8 @@ left 0"#,
         check(&long, &format!("error UriTooLong\nleft {}", long.len()));
         let unended = format!("POST /{}", "a".repeat(max));
         check(&unended, &format!("error UriTooLong\nleft {}", unended.len()));
+        let late = format!("\r\n{unended}");
+        check(&late, &format!("error UriTooLong\nleft {}", late.len()));
         let line = "POST / HTTP/1.1\r\n";
         let head = format!("{line}Host: {}\r\n\r\n", "h".repeat(max));
         check(&head, &format!("error HeadersTooLarge\nleft {}", head.len()));

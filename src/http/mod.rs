@@ -183,7 +183,7 @@ pub enum FrameError {
     BadRequest,
     /// Head over `header_bytes_max` → 431 (whatever its number of fields).
     HeadersTooLarge,
-    /// The request line alone over `header_bytes_max` (a long target) → 414 `uri_too_long`
+    /// The request line with its line end over `header_bytes_max` (a long target) → 414 `uri_too_long`
     /// (RFC 9112 §3).
     UriTooLong,
     /// A request line whose version is `HTTP/d.d` with a major version other than 1 → 505

@@ -95,9 +95,12 @@ pub struct CoreCtx {
     /// This core's sojourn shedding state ([`super::overload::Pie`]): the time from a request's
     /// arrival to the ledger's decision on its admission.
     pub sojourn: RefCell<Pie>,
-    /// Refused connections this core holds open to answer 503 (at most
-    /// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`]).
+    /// Refused connections this core holds open to answer 503 (at most `refusing_max`).
     refusing: Cell<usize>,
+    /// Most refused connections this core holds open for their 503
+    /// ([`super::ConnectionCap::refusing`]; [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`]
+    /// unless [`CoreCtx::with_refusing_max`] says otherwise).
+    refusing_max: usize,
 }
 
 impl CoreCtx {
@@ -132,6 +135,7 @@ impl CoreCtx {
             overload: RefCell::new(Overload::new(clock::monotonic())),
             sojourn: RefCell::new(Pie::new(clock::monotonic())),
             refusing: Cell::new(0),
+            refusing_max: crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX,
         }
     }
 
@@ -147,6 +151,14 @@ impl CoreCtx {
         Arc::clone(&cached.1)
     }
 
+    /// The same context holding at most `refusing_max` refused connections open for their
+    /// 503 (the descriptors left for them, [`super::ConnectionCap::refusing`]).
+    #[must_use]
+    pub fn with_refusing_max(mut self, refusing_max: usize) -> CoreCtx {
+        self.refusing_max = refusing_max;
+        self
+    }
+
     /// The same context sharing the connection limits of `gate`.
     #[must_use]
     pub fn with_gate(mut self, gate: Arc<Gate>) -> CoreCtx {
@@ -158,9 +170,10 @@ impl CoreCtx {
     /// connections, refused ones included.
     ///
     /// # Errors
-    /// [`Refusal::Total`] when this core already holds `connections_max` admitted connections
+    /// [`Refusal::PerCore`] (or [`Refusal::Total`] when the total is reached too) when this
+    /// core already holds `connections_max` admitted connections
     /// (its share of the descriptors, [`super::connections_per_core`]; the refused ones it
-    /// holds for their 503 have descriptors kept back of their own), or the gate's refusal at
+    /// holds for their 503 have descriptors of their own, `refusing_max`), or the gate's refusal at
     /// the total or per-address limit. The caller answers it through [`CoreCtx::refuse`], so
     /// a connection past the core's cap is answered 503 like one past the total, not reset.
     pub fn enter(
@@ -169,20 +182,22 @@ impl CoreCtx {
         peer: Option<std::net::IpAddr>,
     ) -> Result<super::gate::Ticket, Refusal> {
         if held.saturating_sub(self.refusing.get()) >= self.connections_max {
-            return Err(Refusal::Total);
+            // The total reached too (always so with one core) is the reason to report.
+            let total = self.gate.open() >= self.gate.total_max();
+            return Err(if total { Refusal::Total } else { Refusal::PerCore });
         }
         self.gate.enter(peer)
     }
 
     /// Counts a connection refused at a limit and decides how: `true` — hold it open to answer
     /// its first request `503 overloaded` (release the hold with [`CoreCtx::refusal_closed`]
-    /// when it closes); `false` — this core already holds
-    /// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] refused connections, close it at once.
+    /// when it closes); `false` — this core already holds its most refused connections
+    /// (`refusing_max`), close it at once.
     pub fn refuse(&self, reason: Refusal) -> bool {
         let i = Refusal::ALL.iter().position(|r| *r == reason).unwrap_or(0);
         self.stats.connections_refused[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let held = self.refusing.get();
-        if held >= crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX {
+        if held >= self.refusing_max {
             return false;
         }
         self.refusing.set(held + 1);
@@ -779,6 +794,30 @@ mod tests {
         };
         let ledger = Ledger::open(options, metrics).expect("ledger opens");
         CoreCtx::new(Arc::new(Live::new(Arc::new(config))), ledger, Arc::new(CoreStats::new(1)), 16)
+    }
+
+    /// A core at its share of the total refuses the next connection (answered 503 by the
+    /// caller) with the per-core reason while the total has room, with the total's reason
+    /// once it is reached too; its refused connections do not count against its share, and it
+    /// holds at most `refusing_max` of them.
+    #[test]
+    fn a_core_at_its_share_refuses_and_says_which_limit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let gate = Arc::new(Gate::new(3, 0));
+        let core = ctx(dir.path()).with_gate(Arc::clone(&gate)).with_refusing_max(1);
+        let core = CoreCtx { connections_max: 2, ..core };
+        let held: Vec<_> = (0..2).map(|n| core.enter(n, None).expect("inside its share")).collect();
+        assert_eq!(core.enter(2, None).expect_err("at its share"), Refusal::PerCore);
+        assert!(core.refuse(Refusal::PerCore), "held for its 503");
+        assert_eq!(core.enter(3, None).expect_err("one refusal held"), Refusal::PerCore);
+        assert!(!core.refuse(Refusal::PerCore), "past refusing_max: closed at once");
+        let other = gate.enter(None).expect("another core takes the last place");
+        assert_eq!(core.enter(3, None).expect_err("the total too"), Refusal::Total);
+        core.refusal_closed();
+        for ticket in held.into_iter().chain([other]) {
+            gate.leave(ticket);
+        }
+        assert!(core.enter(1, None).is_ok(), "room again");
     }
 
     /// Puts the core in the state of one that has just measured a standing queue: the last

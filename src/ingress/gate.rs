@@ -6,8 +6,9 @@
 //! reads its request and answers `503 overloaded` with `Retry-After` and `Connection: close`
 //! (webhook providers retry on 503), so the refusal is visible to the sender and in the metrics.
 //! Each core holds at most [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] such refusing
-//! connections; past that a refused connection is closed at once, unanswered, so a flood from
-//! one address cannot fill the cores' caps with its own refusals.
+//! connections (fewer under a small descriptor limit: [`crate::ingress::ConnectionCap::refusing`]);
+//! past that a refused connection is closed at once, unanswered, so a flood from one address
+//! cannot fill the cores' caps with its own refusals.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,17 +23,23 @@ pub enum Refusal {
     Total,
     /// `server.connections_per_ip_max` open connections from this client address.
     PerIp,
+    /// The core that accepted it already holds its share of the total (`connections_per_core_max`
+    /// in the `ready` line) while the total is not reached: the kernel spread connections
+    /// unevenly over the cores' listeners.
+    PerCore,
 }
 
 impl Refusal {
     /// Every reason, label order.
-    pub const ALL: [Refusal; 2] = [Refusal::Total, Refusal::PerIp];
+    pub const ALL: [Refusal; 3] = [Refusal::Total, Refusal::PerIp, Refusal::PerCore];
 
-    /// The metric label: `connections_max` or `connections_per_ip_max`.
+    /// The metric label: `connections_max`, `connections_per_ip_max` or
+    /// `connections_per_core_max`.
     pub fn code(self) -> &'static str {
         match self {
             Refusal::Total => "connections_max",
             Refusal::PerIp => "connections_per_ip_max",
+            Refusal::PerCore => "connections_per_core_max",
         }
     }
 }

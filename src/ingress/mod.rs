@@ -165,8 +165,13 @@ pub fn raise_fd_limit() -> u64 {
 /// start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionCap {
-    /// Connections each core may hold, at least 1.
+    /// Connections each core may admit, at least 1.
     pub per_core: usize,
+    /// Refused connections each core may hold open on top of `per_core` to answer them `503
+    /// overloaded` (a quarter of its descriptors, at most
+    /// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`]; 0 under a tiny limit, where
+    /// every refused connection is closed at once).
+    pub refusing: usize,
     /// The soft `RLIMIT_NOFILE` (descriptors) after raising it to the hard limit.
     pub limit: u64,
     /// Descriptors kept back from connections.
@@ -197,13 +202,17 @@ impl ConnectionCap {
 
     /// The most connections over all cores (the [`crate::ingress::gate::Gate`]'s total) under
     /// this cap, for `server.connections_max` = `configured` (0 = not set) and cores set up
-    /// with `started` connections each: every core at the smaller of `started` and this
-    /// cap's `per_core`, or `configured` when it is set and smaller. So a reload that gives
-    /// the destinations more connections takes their descriptors from ingress, whose cores
-    /// were sized at start, instead of both running out (`EMFILE`).
-    pub fn total_max(&self, configured: usize, started: usize) -> usize {
+    /// with the cap `started` (each admitting `started.per_core` and holding
+    /// `started.refusing` refused connections): every core at what this cap's share leaves
+    /// beside those refusals, never more than `started.per_core`, or `configured` when it is
+    /// set and smaller. So a reload that gives the destinations more connections takes their
+    /// descriptors from ingress, whose cores were sized at start, instead of both running out
+    /// (`EMFILE`).
+    pub fn total_max(&self, configured: usize, started: &ConnectionCap) -> usize {
         let cores = usize::try_from(self.cores).unwrap_or(usize::MAX);
-        let derived = self.per_core.min(started).saturating_mul(cores);
+        let share = self.per_core.saturating_add(self.refusing);
+        let per_core = share.saturating_sub(started.refusing).clamp(1, started.per_core.max(1));
+        let derived = per_core.saturating_mul(cores);
         match configured {
             0 => derived,
             n => n.min(derived),
@@ -229,23 +238,25 @@ pub fn connections_per_core(cores: usize, outbound: usize) -> ConnectionCap {
 /// The connection cap under a descriptor `limit` with `open` descriptors open, for `cores`
 /// cores and `outbound` dispatcher connections at most. Kept back: [`FDS_RESERVED`] or a
 /// quarter of the limit, whichever is smaller, but never less than what is needed besides
-/// connections — what is `open`, [`FDS_PER_CORE`] per core, the refused connections each core
-/// may hold for their 503 ([`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`] per core, so
-/// a core at its cap still answers the next connection instead of resetting it) and the
-/// outbound connections, the
+/// connections — what is `open`, [`FDS_PER_CORE`] per core and the outbound connections, the
 /// latter counted up to a quarter of the limit (a destination allowed more connections than
 /// the whole limit must not shrink the ingress cap to nothing; the two then share it) — so
 /// under a small limit the cap is reached before an accept fails for want of a descriptor.
+/// Each core's share of the rest is split between the connections it admits (`per_core`) and
+/// the refused ones it holds for their 503 (`refusing`: a quarter of the share, at most
+/// [`crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX`]), so a core at its cap still answers
+/// the next connection instead of resetting it, within the descriptors.
 fn cap_for(limit: u64, open: u64, cores: u64, outbound: u64) -> ConnectionCap {
     let cores = cores.max(1);
-    let refusing = crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX as u64;
     let needed = open
-        .saturating_add(cores.saturating_mul(FDS_PER_CORE + refusing))
+        .saturating_add(cores.saturating_mul(FDS_PER_CORE))
         .saturating_add(outbound.min(limit / 4));
     let kept_back = FDS_RESERVED.min(limit / 4).max(needed);
-    let per_core = usize::try_from(limit.saturating_sub(kept_back) / cores).unwrap_or(usize::MAX);
+    let share = usize::try_from(limit.saturating_sub(kept_back) / cores).unwrap_or(usize::MAX);
+    let refusing = (share / 4).min(crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX);
     ConnectionCap {
-        per_core: per_core.clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX),
+        per_core: (share - refusing).clamp(1, crate::limits::CONNECTIONS_PER_CORE_MAX),
+        refusing,
         limit,
         kept_back,
         open,
@@ -263,8 +274,8 @@ fn open_fds() -> u64 {
 mod tests {
     use super::*;
 
-    /// Refused connections a core may hold for their 503, as descriptors.
-    const REFUSING: u64 = crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX as u64;
+    /// Refused connections a core may hold for their 503 when descriptors allow.
+    const REFUSING: usize = crate::limits::REFUSING_CONNECTIONS_PER_CORE_MAX;
 
     #[test]
     fn open_descriptors_are_counted_from_proc() {
@@ -276,14 +287,15 @@ mod tests {
         drop(files);
     }
 
-    /// Under a small limit the descriptors already open, the cores' (with the refused
-    /// connections each may hold for their 503) and the dispatcher's are kept back (a quarter
-    /// of 320 is fewer), so the cap is reached before an accept fails.
+    /// Under a small limit the descriptors already open, the cores' and the dispatcher's are
+    /// kept back (a quarter of 128 is fewer than the ~40 open at rest), so the cap is reached
+    /// before an accept fails; a quarter of each core's share is for refused connections.
     #[test]
     fn a_small_limit_keeps_back_what_is_open_the_cores_and_the_dispatcher() {
-        let cap = cap_for(320, 40, 2, 16);
-        assert_eq!(cap.kept_back, 40 + 2 * (FDS_PER_CORE + REFUSING) + 16);
-        assert_eq!(cap.per_core, (320 - 200) / 2);
+        let cap = cap_for(128, 40, 2, 16);
+        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 16);
+        let share = (128 - 72) / 2;
+        assert_eq!((cap.per_core, cap.refusing), (share - share / 4, share / 4));
         assert!(cap.is_low());
     }
 
@@ -293,22 +305,20 @@ mod tests {
     #[test]
     fn more_destination_connections_lower_the_total() {
         let start = cap_for(256, 40, 1, 2);
-        let core = FDS_PER_CORE + REFUSING;
-        assert_eq!((start.kept_back, start.per_core), (40 + core + 2, 142));
-        assert_eq!(start.total_max(0, start.per_core), 142);
+        assert_eq!((start.kept_back, start.per_core, start.refusing), (64, 144, 48));
+        assert_eq!(start.total_max(0, &start), 144);
         let more = start.with_outbound(64);
-        assert_eq!((more.kept_back, more.per_core), (40 + core + 64, 80));
-        assert_eq!(more.total_max(0, start.per_core), 80);
-        assert_eq!(more.total_max(50, start.per_core), 50, "a smaller explicit total stays");
-        assert_eq!(
-            more.total_max(100, start.per_core),
-            80,
-            "a larger one is cut to the descriptors"
-        );
+        assert_eq!((more.kept_back, more.per_core + more.refusing), (40 + FDS_PER_CORE + 64, 144));
+        // The core still holds the 48 refusals it was set up with: 144 - 48 admitted.
+        assert_eq!(more.total_max(0, &start), 96);
+        assert_eq!(more.total_max(50, &start), 50, "a smaller explicit total stays");
+        assert_eq!(more.total_max(100, &start), 96, "a larger one is cut to the descriptors");
         let fewer = start.with_outbound(0);
-        assert_eq!(fewer.total_max(0, start.per_core), 142, "not past what the cores hold");
-        let two = cap_for(256, 40, 2, 2).with_outbound(64);
-        assert_eq!(two.total_max(0, 1_000), two.per_core * 2, "every core counts");
+        assert_eq!(fewer.total_max(0, &start), 144, "not past what the cores hold");
+        let two = cap_for(256, 40, 2, 2);
+        let two_more = two.with_outbound(64);
+        let share = two_more.per_core + two_more.refusing;
+        assert_eq!(two_more.total_max(0, &two), (share - two.refusing) * 2, "every core counts");
     }
 
     /// A large limit keeps back 1024 (RocksDB's table files, logs, the dispatcher) and the
@@ -316,7 +326,8 @@ mod tests {
     #[test]
     fn a_large_limit_keeps_back_1024() {
         let cap = cap_for(8192, 40, 2, 64);
-        assert_eq!((cap.kept_back, cap.per_core), (1024, (8192 - 1024) / 2));
+        assert_eq!((cap.kept_back, cap.refusing), (1024, REFUSING));
+        assert_eq!(cap.per_core, (8192 - 1024) / 2 - REFUSING);
         assert!(!cap.is_low());
         let huge = cap_for(1 << 20, 40, 2, 64);
         assert_eq!(huge.per_core, crate::limits::CONNECTIONS_PER_CORE_MAX);
@@ -328,8 +339,8 @@ mod tests {
     #[test]
     fn outbound_connections_count_up_to_a_quarter_of_the_limit() {
         let cap = cap_for(1024, 40, 2, 1024);
-        assert_eq!(cap.kept_back, 40 + 2 * (FDS_PER_CORE + REFUSING) + 256);
-        assert_eq!(cap.per_core, (1024 - 440) / 2);
+        assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 256);
+        assert_eq!(cap.per_core, (1024 - 312) / 2 - REFUSING);
     }
 
     /// No room at all (or an unreadable limit, 0): one connection per core, reported low.
@@ -337,7 +348,7 @@ mod tests {
     fn no_room_leaves_one_connection_per_core_reported_low() {
         for (limit, open) in [(40, 39), (40, 400), (0, 40)] {
             let cap = cap_for(limit, open, 2, 16);
-            assert_eq!(cap.per_core, 1, "limit {limit}, {open} open");
+            assert_eq!((cap.per_core, cap.refusing), (1, 0), "limit {limit}, {open} open");
             assert!(cap.is_low());
         }
         assert_eq!(cap_for(u64::MAX, u64::MAX, 0, u64::MAX).per_core, 1, "no overflow");

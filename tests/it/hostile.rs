@@ -93,13 +93,16 @@ on_both_io! {
             .parse()
             .expect("a count");
         let cores = 2;
-        assert!(cap > 64 + 2, "the cap leaves room for the held refusals: {cap}\n{log}");
+        let refusing: usize = crate::lifecycle::ready_field(&log, "refusals_per_core_max")
+            .parse()
+            .expect("a count");
+        assert!(refusing > 0 && cap > 2, "room for refusals beside the cap: {cap}\n{log}");
         let flood_from = std::net::IpAddr::from([127, 0, 0, 2]);
         let flood: Vec<TcpStream> = (0..cap * cores + 40)
             .map(|_| client::Conn::connect_from(f.hw.ingress, flood_from).into_stream())
             .collect();
-        // Admitted: 2; held for a 503: at most 64 per core; the rest closed unanswered.
-        let closed_at_least = flood.len() - 2 - 64 * cores;
+        // Admitted: 2; held for a 503: at most `refusing` per core; the rest closed unanswered.
+        let closed_at_least = flood.len() - 2 - refusing * cores;
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let closed = flood.iter().filter(|c| crate::lifecycle::closed_by_peer(c)).count();
@@ -164,6 +167,11 @@ on_both_io! {
         let r = over.read_response();
         assert_eq!(r.answer(), (503, "overloaded".to_owned()), "{r}");
         assert!(r.header("retry-after").is_some(), "Retry-After is set: {r}");
+        let text = String::from_utf8_lossy(&f.hw.admin_get("/metrics").body).into_owned();
+        let name = "hookwall_ingress_connections_refused_total";
+        // One core: its share is the total, which is the reason reported.
+        assert_eq!(sample(&text, name, &[("reason", "connections_max")]), Some(1.0), "{text}");
+        assert_eq!(sample(&text, name, &[("reason", "connections_per_core_max")]), Some(0.0));
     }
 }
 
