@@ -18,7 +18,7 @@ use crate::config::IoMode;
 /// The back end the cores run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
-    /// io_uring (multishot accept + receive, provided-buffer ring).
+    /// io_uring (one accept at a time, multishot receive, provided-buffer ring).
     IoUring,
     /// epoll via a tokio `current_thread` runtime per core.
     Epoll,

@@ -1,5 +1,5 @@
-//! The io_uring back end: one ring per core (`SINGLE_ISSUER | DEFER_TASKRUN`), a multishot
-//! accept on the core's own `SO_REUSEPORT` socket, a multishot receive per connection into a
+//! The io_uring back end: one ring per core (`SINGLE_ISSUER | DEFER_TASKRUN`), one accept at a
+//! time on the core's own `SO_REUSEPORT` socket, a multishot receive per connection into a
 //! provided-buffer ring, sends from the connection's output, an eventfd that the shard writers
 //! ring when a commit answers one of this core's connections, and a 200 ms tick for
 //! `read_timeout`. All request logic is in [`super::conn`]; this file only moves bytes.
@@ -69,7 +69,7 @@ pub fn probe() -> Result<(), String> {
     let mut probe = io_uring::Probe::new();
     ring.submitter().register_probe(&mut probe).map_err(|e| format!("register_probe: {e}"))?;
     for (name, code) in [
-        ("accept", opcode::AcceptMulti::CODE),
+        ("accept", opcode::Accept::CODE),
         ("recv", opcode::RecvMulti::CODE),
         ("send", opcode::Send::CODE),
         ("read", opcode::Read::CODE),
@@ -244,12 +244,15 @@ struct Core {
     tick: Timespec,
     listen_fd: RawFd,
     accepting: bool,
-    /// The multishot accept is armed: its final completion (no `MORE` flag) has not been
-    /// reaped yet. A stopping core waits for it, since connections it accepted meanwhile
-    /// were made before the stop and are served too.
+    /// An accept is armed: its completion has not been reaped yet. A stopping core waits for
+    /// it, since a connection it accepted meanwhile was made before the stop and is served too.
     accept_armed: bool,
-    /// Accepting paused after a resource error; resumed on the next tick.
+    /// Accepting paused after a resource error; resumed when this core closes a descriptor,
+    /// or on the next tick (descriptors freed elsewhere in the process).
     accept_paused: bool,
+    /// Descriptors this core closed since its accept was last armed: a resource error with
+    /// some closed meanwhile is retried at once, since each close made room for one.
+    closed_since_armed: u32,
     accept_errors: super::AcceptErrors,
     open: usize,
     /// The earliest the completions being processed can have arrived (queue-delay shedding,
@@ -294,6 +297,7 @@ pub fn run(
         accepting: true,
         accept_armed: false,
         accept_paused: false,
+        closed_since_armed: 0,
         accept_errors: super::AcceptErrors::new(),
         open: 0,
         arrived: clock::monotonic(),
@@ -335,7 +339,7 @@ impl Core {
         loop {
             if let Some(since) = stopping_since {
                 // Until every connection is closed (idle ones close at the next tick) and the
-                // multishot accept has ended, or DRAIN_MAX.
+                // accept has ended, or DRAIN_MAX.
                 let open = self.slots.iter().flatten().next().is_some() || self.accept_armed;
                 if !open || clock::monotonic().duration_since(since) > DRAIN_MAX {
                     tracing::debug!(open = self.open, "ingress core stopped");
@@ -379,12 +383,20 @@ impl Core {
         }
     }
 
+    /// Arms one accept. Not a multishot accept: that one accepts the whole listen backlog into
+    /// descriptors as soon as it can, ahead of this core, which then closes the excess over
+    /// its cap; under a burst of connections it runs the process out of descriptors, which
+    /// the ledger's files and the dispatcher's connections were promised ([`super::cap_for`]).
+    /// One at a time, the core takes a descriptor only when it has judged the previous one
+    /// (at its cap: accepted and closed, within the one [`super::FDS_PER_CORE`] keeps for it).
     fn arm_accept(&mut self) {
         self.accept_armed = true;
-        let entry = opcode::AcceptMulti::new(Fd(self.listen_fd))
-            .flags(libc::SOCK_CLOEXEC)
-            .build()
-            .user_data(user_data(KIND_ACCEPT, 0, 0));
+        self.closed_since_armed = 0;
+        let entry =
+            opcode::Accept::new(Fd(self.listen_fd), std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+                .user_data(user_data(KIND_ACCEPT, 0, 0));
         self.push(&entry);
     }
 
@@ -453,7 +465,7 @@ impl Core {
     fn complete(&mut self, ud: u64, result: i32, flags: u32) {
         let (kind, slot, generation) = unpack(ud);
         match kind {
-            KIND_ACCEPT => self.on_accept(result, flags),
+            KIND_ACCEPT => self.on_accept(result),
             KIND_RECV => self.on_recv(slot, generation, result, flags),
             KIND_SEND => self.on_send(slot, generation, result),
             KIND_WAKE => self.on_wake(),
@@ -462,28 +474,34 @@ impl Core {
         }
     }
 
-    fn on_accept(&mut self, result: i32, flags: u32) {
-        let more = cqueue::more(flags);
-        if !more {
-            self.accept_armed = false;
+    fn on_accept(&mut self, result: i32) {
+        self.accept_armed = false;
+        if result == -libc::ECANCELED {
+            return;
         }
         if result >= 0 {
             self.admit_connection(result);
-        } else if result != -libc::ECANCELED {
+        } else {
             let error = io::Error::from_raw_os_error(-result);
             self.accept_errors.record(&error, clock::monotonic());
-            // Out of descriptors or memory: every accept would fail at once. Pause until the
-            // next tick instead of spinning; the backlog keeps the connections meanwhile.
-            self.accept_paused = true;
-            if more {
-                let cancel = opcode::AsyncCancel::new(user_data(KIND_ACCEPT, 0, 0))
-                    .build()
-                    .user_data(user_data(KIND_CANCEL, 0, 0));
-                self.push(&cancel);
+            if self.closed_since_armed == 0 {
+                // Out of descriptors or memory: the next accept would fail at once too. Pause
+                // until this core closes a descriptor or the next tick, instead of spinning;
+                // the backlog keeps the connections meanwhile.
+                self.accept_paused = true;
+                return;
             }
-            return;
         }
-        if !more && self.accepting && !self.accept_paused {
+        if self.accepting && !self.accept_paused {
+            self.arm_accept();
+        }
+    }
+
+    /// This core closed a descriptor: room for one more, so a paused accept resumes.
+    fn closed_descriptor(&mut self) {
+        self.closed_since_armed = self.closed_since_armed.saturating_add(1);
+        if self.accept_paused && self.accepting {
+            self.accept_paused = false;
             self.arm_accept();
         }
     }
@@ -502,6 +520,7 @@ impl Core {
                     // Enough refused connections held already: closed unanswered.
                     // SAFETY: closing the fd we were just given.
                     unsafe { libc::close(fd) };
+                    self.closed_descriptor();
                     return;
                 }
                 conn.refuse(Answer::Overloaded);
@@ -782,6 +801,7 @@ impl Core {
         self.free.push(slot);
         self.open -= 1;
         self.ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.closed_descriptor();
     }
 
     /// At exit, before any buffer is freed: shuts every socket down and reaps completions
