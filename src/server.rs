@@ -25,11 +25,12 @@ use crate::{dispatch, ledger};
 /// # Errors
 /// Start-up failures (signal handlers, ledger cannot open, address in use, io_uring forced
 /// but unusable, an ingress core that could not set up) and an ingress core that died.
-pub fn run(config: Config) -> anyhow::Result<()> {
-    let config = Arc::new(config);
+pub fn run(mut config: Config) -> anyhow::Result<()> {
     for warning in &config.warnings {
         tracing::warn!(code = "config_warning", config = %config.path.display(), "{warning}");
     }
+    fit_destinations(&mut config, ingress::raise_fd_limit());
+    let config = Arc::new(config);
     let (backend, why) = ingress::choose(config.server.io).map_err(anyhow::Error::msg)?;
     tracing::info!(code = "io_backend", io = backend.name(), reason = %why, "ingress back end chosen");
 
@@ -329,7 +330,7 @@ impl Reloader<'_> {
     fn try_reload(&self) -> Result<String, String> {
         let old = self.live.get();
         let path = old.path.clone();
-        let new = match Config::load(&path) {
+        let mut new = match Config::load(&path) {
             Ok(new) => new,
             Err(errors) => {
                 for e in &errors.0 {
@@ -348,6 +349,7 @@ impl Reloader<'_> {
         for warning in &new.warnings {
             tracing::warn!(code = "config_warning", config = %path.display(), "{warning}");
         }
+        fit_destinations(&mut new, self.cap.limit);
         if let (Some(store), Some(tls)) = (self.certs, &new.server.tls) {
             store.replace(Arc::clone(&tls.certified));
         }
@@ -375,6 +377,16 @@ impl Reloader<'_> {
         self.gate.set_total_max(total);
         tracing::info!(code = "connection_cap", connections_max = total, connections_max_before = before, kept_back = cap.kept_back, destination_connections_max = outbound, "The reloaded destinations changed the descriptors kept back; the ingress connection total follows.");
         warn_if_low(&cap);
+    }
+}
+
+/// Holds the destinations of `config` to the connections a descriptor `limit` keeps for them
+/// ([`config_mod::fit_connections`]), at start and on each reload, and warns
+/// (`destination_connections_capped`) for each destination whose `concurrency_max` it lowered.
+fn fit_destinations(config: &mut Config, limit: u64) {
+    let max = ingress::destination_connections_max(limit);
+    for fitted in config_mod::fit_connections(&mut config.destinations, max) {
+        tracing::warn!(code = "destination_connections_capped", destination = %fitted.id, concurrency_max = fitted.fitted, concurrency_max_configured = fitted.configured, descriptor_limit = limit, destination_connections_max = max, "The descriptor limit keeps a quarter of itself for the destinations' connections, fewer than they may open: concurrency_max is lowered to fit; raise the limit (systemd LimitNOFILE=, ulimit -n).");
     }
 }
 

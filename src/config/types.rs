@@ -271,6 +271,109 @@ impl DestinationConfig {
     }
 }
 
+/// A destination whose `concurrency_max` [`fit_connections`] lowered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FittedDestination {
+    /// The destination's id.
+    pub id: String,
+    /// `concurrency_max` as configured.
+    pub configured: usize,
+    /// `concurrency_max` in force.
+    pub fitted: usize,
+}
+
+/// Lowers the destinations' `concurrency_max` so that together they open at most `max`
+/// connections ([`DestinationConfig::connections_max`]; the descriptors the ingress connection
+/// cap keeps back for them, [`crate::ingress::destination_connections_max`]), each keeping a
+/// share in proportion to its own but at least one connection (so more destinations than
+/// `max` open one each); returns those it lowered, for the log. Beyond those descriptors the dispatcher's connects would fail for want of one
+/// (`EMFILE`) once ingress holds its share, an outage that looks like a failing destination.
+/// A NATS destination (one connection) is left as it is.
+pub fn fit_connections(
+    destinations: &mut [DestinationConfig],
+    max: usize,
+) -> Vec<FittedDestination> {
+    let total: usize = destinations.iter().map(DestinationConfig::connections_max).sum();
+    if total <= max {
+        return Vec::new();
+    }
+    let mut fitted = Vec::new();
+    for d in destinations.iter_mut().filter(|d| d.nats.is_none()) {
+        let share = (d.connections_max().saturating_mul(max) / total).max(1);
+        let concurrency = d.concurrency_max.min(share.saturating_mul(d.pipeline.max(1)));
+        if concurrency < d.concurrency_max {
+            fitted.push(FittedDestination {
+                id: d.id.clone(),
+                configured: d.concurrency_max,
+                fitted: concurrency,
+            });
+            d.concurrency_max = concurrency;
+        }
+    }
+    fitted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn destination(id: &str, concurrency_max: usize, pipeline: usize) -> DestinationConfig {
+        DestinationConfig {
+            id: id.to_owned(),
+            url: "http://127.0.0.1:1/".to_owned(),
+            timeout: Duration::from_secs(10),
+            attempts_max: 5,
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(3600),
+            concurrency_max,
+            pipeline,
+            paused: false,
+            breaker_failures_max: 10,
+            signing_key: None,
+            nats: None,
+        }
+    }
+
+    fn connections(destinations: &[DestinationConfig]) -> usize {
+        destinations.iter().map(DestinationConfig::connections_max).sum()
+    }
+
+    /// Within the descriptors kept for them, the destinations keep what is configured.
+    #[test]
+    fn destinations_within_the_budget_are_left_alone() {
+        let mut d = vec![destination("a", 64, 1), destination("b", 64, 32)];
+        assert_eq!(connections(&d), 66);
+        assert!(fit_connections(&mut d, 66).is_empty());
+        assert_eq!((d[0].concurrency_max, d[1].concurrency_max), (64, 64));
+    }
+
+    /// The default `concurrency_max = 64` under a limit of 128 descriptors (32 kept for the
+    /// destinations): the connections are shared in proportion, and never exceed the budget.
+    #[test]
+    fn destinations_over_the_budget_share_it_in_proportion() {
+        let mut d =
+            vec![destination("a", 64, 1), destination("b", 32, 1), destination("c", 64, 32)];
+        let fitted = fit_connections(&mut d, 32);
+        assert!(connections(&d) <= 32, "{}", connections(&d));
+        // 98 connections: a gets 64·32/98 = 20, b 10, c (2 connections) 1, so 32 attempts.
+        assert_eq!(
+            (d[0].concurrency_max, d[1].concurrency_max, d[2].concurrency_max),
+            (20, 10, 32)
+        );
+        let ids: Vec<(&str, usize, usize)> =
+            fitted.iter().map(|f| (f.id.as_str(), f.configured, f.fitted)).collect();
+        assert_eq!(ids, [("a", 64, 20), ("b", 32, 10), ("c", 64, 32)]);
+    }
+
+    /// However small the budget, each destination keeps one connection.
+    #[test]
+    fn every_destination_keeps_a_connection() {
+        let mut d = vec![destination("a", 64, 1), destination("b", 8, 4)];
+        fit_connections(&mut d, 1);
+        assert_eq!((d[0].concurrency_max, d[1].concurrency_max), (1, 4));
+    }
+}
+
 /// A `[[destination]]` with `kind = "nats"`: `url` is the NATS server (`nats://host:port`), each
 /// event is published to `subject` with `Nats-Msg-Id` = its idempotency key (JetStream's
 /// duplicate window drops repeats) and is delivered when `stream` acknowledged it.

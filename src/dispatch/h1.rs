@@ -199,6 +199,38 @@ impl Route {
     }
 }
 
+/// When a connect last failed for want of a descriptor was logged (milliseconds of
+/// [`crate::clock::now_unix_ms`]; 0: never).
+static OUT_OF_DESCRIPTORS_LOGGED_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// Logs at warn (`destination_out_of_descriptors`, at most every 10 s) a connect that failed
+/// for want of a descriptor (`EMFILE`, `ENFILE`): hookwall's own limit, not the destination's
+/// fault, although the attempt fails and counts toward its breaker like a refused connect.
+fn warn_if_out_of_descriptors(e: &std::io::Error) {
+    if out_of_descriptors_to_log(e, crate::clock::now_unix_ms(), &OUT_OF_DESCRIPTORS_LOGGED_MS) {
+        tracing::warn!(code = "destination_out_of_descriptors", error = %e, "A connection to a destination failed for want of a file descriptor; raise the descriptor limit (systemd LimitNOFILE=, ulimit -n) or lower concurrency_max (logged at most every 10 s).");
+    }
+}
+
+/// Whether connect error `e` at `now_ms` is to be logged: out of descriptors, and none logged
+/// in the 10 s before (`last_ms`, updated when it is).
+fn out_of_descriptors_to_log(
+    e: &std::io::Error,
+    now_ms: u64,
+    last_ms: &std::sync::atomic::AtomicU64,
+) -> bool {
+    if !matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+        return false;
+    }
+    let now = now_ms.max(1);
+    let last = last_ms.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < 10_000 {
+        return false;
+    }
+    last_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+}
+
 /// A request queued or written on the current connection and not yet answered.
 struct Sent {
     job: Job,
@@ -387,6 +419,7 @@ impl Connection {
                     (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
                 }
                 Ok(Err(e)) => {
+                    warn_if_out_of_descriptors(&e);
                     let why = short(&e.to_string());
                     while let Some((job, _)) = self.unsent.pop_front() {
                         self.reply(job, AttemptResult::Connect(why.clone()));

@@ -235,6 +235,17 @@ pub fn connections_per_core(cores: usize, outbound: usize) -> ConnectionCap {
     cap_for(limit, open_fds(), cores as u64, outbound as u64)
 }
 
+/// The most connections the destinations may open together under a descriptor `limit`: the
+/// quarter of it [`cap_for`] counts for them (an unknown limit, 0: no bound). The dispatcher is
+/// held to it ([`crate::config::fit_connections`]), so its connects cannot fail for want of a
+/// descriptor that ingress was given.
+pub fn destination_connections_max(limit: u64) -> usize {
+    match limit {
+        0 => usize::MAX,
+        n => usize::try_from(n / 4).unwrap_or(usize::MAX).max(1),
+    }
+}
+
 /// The connection cap under a descriptor `limit` with `open` descriptors open, for `cores`
 /// cores and `outbound` dispatcher connections at most. Kept back: [`FDS_RESERVED`] or a
 /// quarter of the limit, whichever is smaller, but never less than what is needed besides

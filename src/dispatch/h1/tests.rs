@@ -748,3 +748,18 @@ fn an_answer_trickled_a_byte_at_a_time_is_parsed_in_linear_work() {
         assert!(work <= 4 * answer.len(), "{name}: {work} bytes examined for {}", answer.len());
     }
 }
+
+/// A connect that fails for want of a descriptor is hookwall's own limit: logged at warn, at
+/// most every 10 s; other connect errors are the destination's and are not.
+#[test]
+fn running_out_of_descriptors_is_logged_at_most_every_ten_seconds() {
+    let last = std::sync::atomic::AtomicU64::new(0);
+    let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+    let enfile = std::io::Error::from_raw_os_error(libc::ENFILE);
+    let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+    assert!(!out_of_descriptors_to_log(&refused, 1_000, &last));
+    assert!(out_of_descriptors_to_log(&emfile, 1_000, &last));
+    assert!(!out_of_descriptors_to_log(&enfile, 10_999, &last));
+    assert!(out_of_descriptors_to_log(&enfile, 11_000, &last));
+    assert!(!out_of_descriptors_to_log(&refused, 30_000, &last));
+}
