@@ -95,7 +95,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut signals = Signals::install().context("installing the signal handlers")?;
     let outbound = config.destinations.iter().map(DestinationConfig::connections_max).sum();
     let cap = ingress::connections_per_core(cores, outbound);
-    warn_if_low(&cap);
+    warn_if_low(&cap, cap.per_core);
     let connections_max = cap.per_core;
     let total_max = cap.total_max(config.server.connections_max, &cap);
     let per_ip_max = config.server.connections_per_ip_max;
@@ -376,7 +376,7 @@ impl Reloader<'_> {
         }
         self.gate.set_total_max(total);
         tracing::info!(code = "connection_cap", connections_max = total, connections_max_before = before, kept_back = cap.kept_back, destination_connections_max = outbound, "The reloaded destinations changed the descriptors kept back; the ingress connection total follows.");
-        warn_if_low(&cap);
+        warn_if_low(&cap, cap.per_core_in_force(&self.cap));
     }
 }
 
@@ -390,11 +390,12 @@ fn fit_destinations(config: &mut Config, limit: u64) {
     }
 }
 
-/// Warns (`descriptor_limit_low`) when `cap` leaves few connections per core, at start and
-/// after a reload that recomputed it.
-fn warn_if_low(cap: &ingress::ConnectionCap) {
-    if cap.is_low() {
-        tracing::warn!(code = "descriptor_limit_low", descriptor_limit = cap.limit, kept_back = cap.kept_back, connections_per_core_max = cap.per_core, "The descriptor limit leaves few connections per core (the ledger, listeners, cores and destinations' connections are kept back); raise it (systemd LimitNOFILE=, ulimit -n).");
+/// Warns (`descriptor_limit_low`) when `cap` leaves few connections per core (`per_core`, the
+/// figure in force: a reload keeps the cores' start-up caps and lowers only the total), at
+/// start and after a reload that recomputed it.
+fn warn_if_low(cap: &ingress::ConnectionCap, per_core: usize) {
+    if per_core < crate::limits::CONNECTIONS_PER_CORE_LOW {
+        tracing::warn!(code = "descriptor_limit_low", descriptor_limit = cap.limit, kept_back = cap.kept_back, connections_per_core_max = per_core, "The descriptor limit leaves few connections per core (the ledger, listeners, cores and destinations' connections are kept back); raise it (systemd LimitNOFILE=, ulimit -n).");
     }
 }
 

@@ -58,7 +58,7 @@ const CONNECTIONS: Family = Family {
 const REFUSED: Family = Family {
     name: "hookwall_ingress_connections_refused_total",
     kind: "counter",
-    help: "Connections answered 503 overloaded at a connection limit, by the limit: connections_max or connections_per_ip_max.",
+    help: "Connections refused at a connection limit (answered 503 overloaded, or closed unanswered while the core holds its most refused connections), by the limit: connections_max, connections_per_core_max or connections_per_ip_max.",
 };
 const COMMIT: Family = Family {
     name: "hookwall_ledger_commit_seconds",

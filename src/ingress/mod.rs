@@ -200,6 +200,14 @@ impl ConnectionCap {
         cap_for(self.limit, self.open, self.cores, outbound as u64)
     }
 
+    /// The connections each core admits under this cap when the cores were set up with the
+    /// cap `started` (a reload's figure for `descriptor_limit_low`): its share of
+    /// [`ConnectionCap::total_max`], which is less than this cap's `per_core` would say when
+    /// the cores keep the refusals they started with.
+    pub fn per_core_in_force(&self, started: &ConnectionCap) -> usize {
+        self.total_max(0, started) / usize::try_from(self.cores).unwrap_or(1).max(1)
+    }
+
     /// The most connections over all cores (the [`crate::ingress::gate::Gate`]'s total) under
     /// this cap, for `server.connections_max` = `configured` (0 = not set) and cores set up
     /// with the cap `started` (each admitting `started.per_core` and holding
@@ -345,13 +353,32 @@ mod tests {
     }
 
     /// A destination allowed as many connections as the whole limit counts for a quarter of
-    /// it: ingress and the dispatcher share the limit instead of ingress getting one
-    /// connection per core.
+    /// it, instead of ingress getting one connection per core; the dispatcher is held to that
+    /// quarter ([`destination_connections_max`], `config::fit_connections`).
     #[test]
     fn outbound_connections_count_up_to_a_quarter_of_the_limit() {
         let cap = cap_for(1024, 40, 2, 1024);
         assert_eq!(cap.kept_back, 40 + 2 * FDS_PER_CORE + 256);
         assert_eq!(cap.per_core, (1024 - 312) / 2 - REFUSING);
+    }
+
+    /// After a reload that gives the destinations more connections, the per-core figure in
+    /// force is the cores' share of the new total, not what a core started under the new cap
+    /// would admit: the running cores keep the refusal budget they started with. (The reload's
+    /// `descriptor_limit_low` warning once gave the latter.)
+    #[test]
+    fn a_reload_reports_the_per_core_figure_in_force() {
+        for cores in [1, 2] {
+            let started = cap_for(256, 40, cores, 2);
+            let reloaded = started.with_outbound(64);
+            let in_force = reloaded.per_core_in_force(&started);
+            assert_eq!(in_force * cores as usize, reloaded.total_max(0, &started));
+            let share = reloaded.per_core + reloaded.refusing;
+            assert_eq!(in_force, share - started.refusing, "{cores} cores");
+            assert_ne!(in_force, reloaded.per_core, "{cores} cores: the refusals differ");
+            assert_eq!(started.per_core_in_force(&started), started.per_core);
+        }
+        assert_eq!(cap_for(0, 40, 0, 2).per_core_in_force(&cap_for(0, 40, 0, 2)), 1);
     }
 
     /// No room at all (or an unreadable limit, 0): one connection per core, reported low.
