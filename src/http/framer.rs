@@ -223,10 +223,14 @@ fn head_of(
         Ok(httparse::Status::Complete(len)) => build_head(request, len).map(Some),
         Ok(httparse::Status::Partial) if input.len() >= limits.header_bytes_max => {
             let window = &input[..limits.header_bytes_max];
+            let line = request_line(window);
             // No line end within the limit: the request line (with its line end) does not fit
-            // in it, a target too long for us (RFC 9112 §3).
-            if request_line(window).contains(&b'\n') {
+            // in it, a target too long for us (RFC 9112 §3); nothing but empty lines is no
+            // request at all.
+            if line.contains(&b'\n') {
                 Err(FrameError::HeadersTooLarge)
+            } else if line.is_empty() {
+                Err(FrameError::BadRequest)
             } else {
                 Err(FrameError::UriTooLong)
             }
@@ -235,6 +239,13 @@ fn head_of(
         Err(httparse::Error::TooManyHeaders) => Err(FrameError::HeadersTooLarge),
         Err(httparse::Error::Version) => {
             let window = &input[..input.len().min(limits.header_bytes_max)];
+            if let Some(at) = later_minor_version(window) {
+                // HTTP/1.2 to HTTP/1.9: processed as HTTP/1.1, the highest minor version of
+                // that major version we conform to (RFC 9110 §2.5), which httparse refuses.
+                let mut as_one_one = window.to_vec();
+                as_one_one[at] = b'1';
+                return parse_head(&as_one_one, limits);
+            }
             match names_another_major_version(window) {
                 Some(true) => Err(FrameError::VersionNotSupported),
                 Some(false) => Err(FrameError::BadRequest),
@@ -250,6 +261,22 @@ fn head_of(
 fn request_line(window: &[u8]) -> &[u8] {
     let start = window.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(window.len());
     &window[start..]
+}
+
+/// After httparse refused the version of the request line at the front of `window`: where its
+/// minor digit is (an index into `window`) when the whole line ends in `HTTP/1.2` to
+/// `HTTP/1.9`, a later minor version of HTTP/1 than we implement; `None` otherwise.
+fn later_minor_version(window: &[u8]) -> Option<usize> {
+    let line = request_line(window);
+    let start = window.len() - line.len();
+    let end = line.iter().position(|&b| b == b'\n')?;
+    let text = &line[..end];
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    let version_at = text.iter().enumerate().filter(|(_, &b)| b == b' ').nth(1)?.0 + 1;
+    let version = &text[version_at..];
+    let later =
+        version.len() == 8 && version.starts_with(b"HTTP/1.") && matches!(version[7], b'2'..=b'9');
+    later.then_some(start + version_at + 7)
 }
 
 /// After httparse refused the version of the request line at the front of `window`: whether
@@ -278,7 +305,9 @@ fn names_another_major_version(window: &[u8]) -> Option<bool> {
     let not_one = version.get(5).is_none_or(|&major| major != b'1');
     match complete {
         true => Some(shaped && not_one && version.len() == 8),
-        false if shaped && not_one => None,
+        // Shaped so far: it may yet be another major version, or a later minor one of HTTP/1
+        // (`HTTP/1.2`, [`later_minor_version`]), once the line ends.
+        false if shaped => None,
         false => Some(false),
     }
 }
@@ -829,7 +858,8 @@ left 0"#,
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\
              Transfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            "POST / HTTP/1.2\r\nHost: h\r\n\r\n",
+            "POST / HTTP/1.10\r\nHost: h\r\n\r\n",
+            "POST / HTTP/1.2 HTTP/1.1\r\nHost: h\r\n\r\n",
             "POST / HTTP/2.x\r\nHost: h\r\n\r\n",
             "POST / HTTP/20.0\r\nHost: h\r\n\r\n",
             "POST / HTTPS/2.0\r\nHost: h\r\n\r\n",
@@ -1078,6 +1108,24 @@ left 0"#,
         assert_eq!(request.body, b"abcdef");
         assert_eq!(request.header_str("content-length"), Some("6"));
         assert_eq!(framer.advance(b"GET"), (0, Frame::Incomplete));
+    }
+
+    /// RFC 9110 §2.5: a later minor version of HTTP/1 (`HTTP/1.2` to `HTTP/1.9`) is processed
+    /// as HTTP/1.1, whichever way the bytes were split (it was answered 400); a head of nothing
+    /// but empty lines up to the limit is no request at all: 400, not 414.
+    #[test]
+    fn a_later_minor_version_is_processed_as_http_1_1() {
+        let expect = "head POST / cl=Some(2) chunked=false expect=false keep_alive=true\n\
+             request POST / keep_alive=true [host=h content-length=2] body=\"hi\"\nleft 0";
+        for version in ["1.1", "1.2", "1.9"] {
+            check(
+                &format!("POST / HTTP/{version}\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi"),
+                expect,
+            );
+            check(&format!("\r\nPOST / HTTP/{version}\nHost: h\nContent-Length: 2\n\nhi"), expect);
+        }
+        let empty = "\r\n".repeat(LIMITS.header_bytes_max);
+        check(&empty, &format!("error BadRequest\nleft {}", empty.len()));
     }
 
     /// RFC 9110 §15.6.6: a well-formed version with another major number (HTTP/2's
