@@ -286,9 +286,10 @@ pub struct FittedDestination {
 /// connections ([`DestinationConfig::connections_max`]; the descriptors the ingress connection
 /// cap keeps back for them, [`crate::ingress::destination_connections_max`]), each keeping a
 /// share in proportion to its own but at least one connection (so more destinations than
-/// `max` open one each); returns those it lowered, for the log. Beyond those descriptors the dispatcher's connects would fail for want of one
-/// (`EMFILE`) once ingress holds its share, an outage that looks like a failing destination.
-/// A NATS destination (one connection) is left as it is.
+/// `max` open one each); returns those it lowered, for the log. Beyond those descriptors the
+/// dispatcher's connects would fail for want of one (`EMFILE`) once ingress holds its share,
+/// an outage that looks like a failing destination. A NATS destination (one connection) is
+/// left as it is.
 pub fn fit_connections(
     destinations: &mut [DestinationConfig],
     max: usize,

@@ -204,6 +204,14 @@ fn transport_error(e: &reqwest::Error) -> AttemptResult {
     }
     let why = short(&root_cause(e));
     if e.is_connect() {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(c) = cause {
+            if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                super::h1::warn_if_out_of_descriptors(io);
+                break;
+            }
+            cause = c.source();
+        }
         AttemptResult::Connect(why)
     } else {
         AttemptResult::Other(why)

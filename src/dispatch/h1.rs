@@ -207,7 +207,8 @@ static OUT_OF_DESCRIPTORS_LOGGED_MS: std::sync::atomic::AtomicU64 =
 /// Logs at warn (`destination_out_of_descriptors`, at most every 10 s) a connect that failed
 /// for want of a descriptor (`EMFILE`, `ENFILE`): hookwall's own limit, not the destination's
 /// fault, although the attempt fails and counts toward its breaker like a refused connect.
-fn warn_if_out_of_descriptors(e: &std::io::Error) {
+/// Also called for `https://` destinations' connect errors (`attempt::transport_error`).
+pub(super) fn warn_if_out_of_descriptors(e: &std::io::Error) {
     if out_of_descriptors_to_log(e, crate::clock::now_unix_ms(), &OUT_OF_DESCRIPTORS_LOGGED_MS) {
         tracing::warn!(code = "destination_out_of_descriptors", error = %e, "A connection to a destination failed for want of a file descriptor; raise the descriptor limit (systemd LimitNOFILE=, ulimit -n) or lower concurrency_max (logged at most every 10 s).");
     }

@@ -353,7 +353,26 @@ pub struct Hookwall {
 
 impl Hookwall {
     /// Writes the config into `dir`, starts the binary and waits for `/readyz` = 200.
+    ///
+    /// The ports are free when chosen, but another test's client socket may take one as its
+    /// source port before hookwall binds it (the suite opens thousands): a start refused for a
+    /// port in use is retried on new ports, a few times.
     pub fn start(dir: &Path, setup: &Setup) -> Hookwall {
+        for _ in 0..4 {
+            match Hookwall::try_start(dir, setup) {
+                Ok(hw) => return hw,
+                Err(log) if log.contains("is already in use") => {}
+                Err(log) => panic!("hookwall exited during start; stderr:\n{log}"),
+            }
+        }
+        match Hookwall::try_start(dir, setup) {
+            Ok(hw) => hw,
+            Err(log) => panic!("hookwall exited during start, five times; stderr:\n{log}"),
+        }
+    }
+
+    /// [`Hookwall::start`] once; `Err(its log)` if the child exits during start.
+    fn try_start(dir: &Path, setup: &Setup) -> Result<Hookwall, String> {
         let (ingress, admin) = free_ports();
         let n = next_start_number();
         let config_path = dir.join(format!("hookwall-{n}.toml"));
@@ -388,25 +407,27 @@ impl Hookwall {
         let setup = setup.clone();
         let mut hw =
             Hookwall { child: Some(child), ingress, admin, stderr_path, config_path, setup };
-        hw.wait_ready();
+        hw.wait_ready()?;
         if hw.setup.postgres.is_some() {
             // A postgres variant that silently ran on RocksDB would prove nothing.
             assert!(hw.stderr().contains("ledger_postgres"), "not on PostgreSQL:\n{}", hw.stderr());
         }
-        hw
+        Ok(hw)
     }
 
-    /// Polls `/readyz` until 200; panics with the log if the child exits or the deadline passes.
-    fn wait_ready(&mut self) {
+    /// Polls `/readyz` until 200; `Err(the exit status and log)` if the child exits, a panic
+    /// with the log if the deadline passes.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().expect("try_wait"))
             {
-                panic!("hookwall exited during start with {status}; stderr:\n{}", self.stderr());
+                self.child = None;
+                return Err(format!("{status}\n{}", self.stderr()));
             }
             if let Ok(r) = client::try_get(self.admin, "/readyz") {
                 if r.status == 200 {
-                    return;
+                    return Ok(());
                 }
             }
             assert!(
