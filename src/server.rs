@@ -382,11 +382,17 @@ impl Reloader<'_> {
 
 /// Holds the destinations of `config` to the connections a descriptor `limit` keeps for them
 /// ([`config_mod::fit_connections`]), at start and on each reload, and warns
-/// (`destination_connections_capped`) for each destination whose `concurrency_max` it lowered.
+/// (`destination_connections_capped`) for each destination whose `concurrency_max` it lowered,
+/// and (`destination_connections_over_limit`) when even one connection each does not fit.
 fn fit_destinations(config: &mut Config, limit: u64) {
     let max = ingress::destination_connections_max(limit);
     for fitted in config_mod::fit_connections(&mut config.destinations, max) {
         tracing::warn!(code = "destination_connections_capped", destination = %fitted.id, concurrency_max = fitted.fitted, concurrency_max_configured = fitted.configured, descriptor_limit = limit, destination_connections_max = max, "The descriptor limit keeps a quarter of itself for the destinations' connections, fewer than they may open: concurrency_max is lowered to fit; raise the limit (systemd LimitNOFILE=, ulimit -n).");
+    }
+    let connections: usize =
+        config.destinations.iter().map(DestinationConfig::connections_max).sum();
+    if connections > max {
+        tracing::warn!(code = "destination_connections_over_limit", destination_connections = connections, destination_connections_max = max, descriptor_limit = limit, "The destinations need one connection each, more than the descriptor limit keeps for them: connects may fail for want of a descriptor; raise the limit (systemd LimitNOFILE=, ulimit -n).");
     }
 }
 

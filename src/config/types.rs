@@ -284,12 +284,13 @@ pub struct FittedDestination {
 
 /// Lowers the destinations' `concurrency_max` so that together they open at most `max`
 /// connections ([`DestinationConfig::connections_max`]; the descriptors the ingress connection
-/// cap keeps back for them, [`crate::ingress::destination_connections_max`]), each keeping a
-/// share in proportion to its own but at least one connection (so more destinations than
-/// `max` open one each); returns those it lowered, for the log. Beyond those descriptors the
-/// dispatcher's connects would fail for want of one (`EMFILE`) once ingress holds its share,
-/// an outage that looks like a failing destination. A NATS destination (one connection) is
-/// left as it is.
+/// cap keeps back for them, [`crate::ingress::destination_connections_max`]) and returns those
+/// it lowered, for the log. A NATS destination keeps its one connection, and so does every
+/// other destination; what `max` leaves beyond those is shared among the others in proportion
+/// to the connections they would open beyond their first. When even one connection each does
+/// not fit, each is held to one and the total stays over `max` (the caller warns). Beyond
+/// those descriptors the dispatcher's connects would fail for want of one (`EMFILE`) once
+/// ingress holds its share, an outage that looks like a failing destination.
 pub fn fit_connections(
     destinations: &mut [DestinationConfig],
     max: usize,
@@ -298,10 +299,15 @@ pub fn fit_connections(
     if total <= max {
         return Vec::new();
     }
+    let (nats, http): (Vec<_>, Vec<_>) = destinations.iter_mut().partition(|d| d.nats.is_some());
+    // Each HTTP destination's first connection, and the NATS ones, come first.
+    let spare = max.saturating_sub(nats.len()).saturating_sub(http.len());
+    let beyond_first: usize = http.iter().map(|d| d.connections_max() - 1).sum();
     let mut fitted = Vec::new();
-    for d in destinations.iter_mut().filter(|d| d.nats.is_none()) {
-        let share = (d.connections_max().saturating_mul(max) / total).max(1);
-        let concurrency = d.concurrency_max.min(share.saturating_mul(d.pipeline.max(1)));
+    for d in http {
+        let extra = (d.connections_max() - 1).saturating_mul(spare) / beyond_first.max(1);
+        let connections = 1 + extra;
+        let concurrency = d.concurrency_max.min(connections.saturating_mul(d.pipeline.max(1)));
         if concurrency < d.concurrency_max {
             fitted.push(FittedDestination {
                 id: d.id.clone(),
@@ -372,6 +378,43 @@ mod tests {
         let mut d = vec![destination("a", 64, 1), destination("b", 8, 4)];
         fit_connections(&mut d, 1);
         assert_eq!((d[0].concurrency_max, d[1].concurrency_max), (1, 4));
+    }
+
+    /// The first connection of every destination, and the NATS ones, are taken from the
+    /// budget before the rest is shared, so the total stays within it whenever one each fits.
+    /// (The shares once had a floor of one each on top of the proportional split, and NATS
+    /// destinations were not counted: one at 1 000 beside fifteen at 1 under a budget of 16
+    /// opened 30 connections, and the starved destinations' connects failed with `EMFILE`.)
+    #[test]
+    fn first_connections_and_nats_come_out_of_the_budget() {
+        let mut many = vec![destination("big", 1000, 1)];
+        many.extend((1..=15).map(|n| destination(&format!("s{n}"), 1, 1)));
+        fit_connections(&mut many, 16);
+        assert_eq!(connections(&many), 16);
+        assert_eq!(many[0].concurrency_max, 1);
+
+        let mut with_nats = vec![destination("http", 64, 1)];
+        for n in 0..12 {
+            let mut d = destination(&format!("nats{n}"), 64, 1);
+            d.nats = Some(NatsTarget { subject: "s".to_owned(), stream: "S".to_owned() });
+            with_nats.push(d);
+        }
+        fit_connections(&mut with_nats, 16);
+        assert_eq!(connections(&with_nats), 16, "12 NATS connections and 4 to http");
+        assert_eq!(with_nats[0].concurrency_max, 4);
+
+        // Rounding never takes the total past the budget: 200 / 1, 200 / 64 and NATS under 32.
+        let mut rounded = vec![destination("a", 200, 1), destination("b", 200, 64)];
+        rounded.push(with_nats.pop().expect("a NATS destination"));
+        fit_connections(&mut rounded, 32);
+        assert!(connections(&rounded) <= 32, "{}", connections(&rounded));
+
+        for max in 0..40 {
+            let mut d = vec![destination("a", 64, 1), destination("b", 100, 3)];
+            d.push(destination("c", 7, 2));
+            fit_connections(&mut d, max);
+            assert!(connections(&d) <= max.max(3), "budget {max}: {}", connections(&d));
+        }
     }
 }
 
