@@ -50,6 +50,8 @@ pub fn run(
         let open = Rc::new(Cell::new(0usize));
         let probe = tokio::task::spawn_local(probe_lag(Rc::clone(&lag), Rc::clone(&open)));
         let stopping = Rc::new(Cell::new(false));
+        // Signalled when one of this core's connections closes: a descriptor is free again.
+        let closed = Rc::new(tokio::sync::Notify::new());
         let mut accept_errors = AcceptErrors::new();
         while !stop.load(Ordering::Acquire) {
             let accepted = tokio::time::timeout(TICK, listener.accept()).await;
@@ -57,13 +59,19 @@ pub fn run(
             match accepted {
                 Ok((stream, peer)) => {
                     let peer = Some(peer.ip());
-                    spawn_connection(&ctx, &lag, &open, &stopping, stream, peer);
+                    spawn_connection(&ctx, &lag, &open, &stopping, &closed, stream, peer);
                 }
                 Err(e) => {
                     // Out of descriptors or memory: every accept would fail at once. Pause
-                    // instead of spinning; the backlog keeps the connections meanwhile.
+                    // instead of spinning, until this core closes a connection (at once if it
+                    // did since the last pause: the permit is kept) or for a tick (descriptors
+                    // freed elsewhere); the backlog keeps the connections meanwhile. As the
+                    // io_uring core does.
                     accept_errors.record(&e, clock::monotonic());
-                    tokio::time::sleep(TICK).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(TICK) => {}
+                        () = closed.notified() => {}
+                    }
                 }
             }
         }
@@ -73,7 +81,7 @@ pub fn run(
         while let Ok(Ok((stream, peer))) =
             tokio::time::timeout(Duration::ZERO, listener.accept()).await
         {
-            spawn_connection(&ctx, &lag, &open, &stopping, stream, Some(peer.ip()));
+            spawn_connection(&ctx, &lag, &open, &stopping, &closed, stream, Some(peer.ip()));
         }
         drop(listener);
         // Drain: requests in progress are answered (with `Connection: close`), idle
@@ -115,17 +123,20 @@ async fn probe_lag(lag: Rc<Cell<Duration>>, open: Rc<Cell<usize>>) {
     }
 }
 
-/// Starts serving one accepted connection as a local task, counted in `open`.
+/// Starts serving one accepted connection as a local task, counted in `open`; `closed` is
+/// notified when its descriptor is closed.
 fn spawn_connection(
     ctx: &Rc<CoreCtx>,
     lag: &Rc<Cell<Duration>>,
     open: &Rc<Cell<usize>>,
     stopping: &Rc<Cell<bool>>,
+    closed: &Rc<tokio::sync::Notify>,
     stream: TcpStream,
     peer: Option<std::net::IpAddr>,
 ) {
     let _ = stream.set_nodelay(true);
     let (ctx, open, stopping) = (Rc::clone(ctx), Rc::clone(open), Rc::clone(stopping));
+    let closed = Rc::clone(closed);
     let lag = Rc::clone(lag);
     // The limit place is taken at accept time, before the connection counts as open (as the
     // io_uring back end does): connections are judged in accept order, and an open gauge of N
@@ -134,7 +145,11 @@ fn spawn_connection(
         Ok(ticket) => Some(ticket),
         Err(reason) if ctx.refuse(reason) => None,
         // Enough refused connections held already: closed unanswered.
-        Err(_) => return,
+        Err(_) => {
+            drop(stream);
+            closed.notify_one();
+            return;
+        }
     };
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
@@ -146,6 +161,7 @@ fn spawn_connection(
         }
         open.set(open.get() - 1);
         ctx.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+        closed.notify_one();
     });
 }
 

@@ -439,6 +439,12 @@ impl Hookwall {
         }
     }
 
+    /// Descriptors the child has open now (entries of `/proc/PID/fd`).
+    pub fn open_fds(&self) -> usize {
+        let pid = self.child.as_ref().expect("a running child").id();
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+    }
+
     /// The child's stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
