@@ -154,7 +154,10 @@ fn spawn_connection(
     open.set(open.get() + 1);
     ctx.stats.connections_open.fetch_add(1, Ordering::Relaxed);
     tokio::task::spawn_local(async move {
-        serve(&ctx, &lag, stream, &stopping, ticket.is_none(), peer).await;
+        let mut stream = stream;
+        serve(&ctx, &lag, &mut stream, &stopping, ticket.is_none(), peer).await;
+        discard_unread(&stream);
+        drop(stream);
         match ticket {
             Some(ticket) => ctx.gate.leave(ticket),
             None => ctx.refusal_closed(),
@@ -170,7 +173,7 @@ fn spawn_connection(
 async fn serve(
     ctx: &CoreCtx,
     lag: &Cell<Duration>,
-    mut stream: TcpStream,
+    stream: &mut TcpStream,
     stopping: &Cell<bool>,
     refused: bool,
     peer: Option<std::net::IpAddr>,
@@ -200,7 +203,7 @@ async fn serve(
             };
             conn.process(ctx, &mut make_reply)
         };
-        if !flush(ctx, &mut stream, &mut conn, &mut wire).await {
+        if !flush(ctx, stream, &mut conn, &mut wire).await {
             return;
         }
         match step {
@@ -214,16 +217,33 @@ async fn serve(
                 conn.on_decision(ctx, decision);
             }
             Step::NeedRead if peer_done => return,
-            Step::NeedRead => {
-                match read(ctx, lag, &mut stream, &mut conn, &mut buf, stopping).await {
-                    ReadOutcome::More => {}
-                    ReadOutcome::Last => peer_done = true,
-                    ReadOutcome::Close => {
-                        let _ = flush(ctx, &mut stream, &mut conn, &mut wire).await;
-                        return;
-                    }
+            Step::NeedRead => match read(ctx, lag, stream, &mut conn, &mut buf, stopping).await {
+                ReadOutcome::More => {}
+                ReadOutcome::Last => peer_done = true,
+                ReadOutcome::Close => {
+                    let _ = flush(ctx, stream, &mut conn, &mut wire).await;
+                    return;
                 }
-            }
+            },
+        }
+    }
+}
+
+/// Most unread bytes [`discard_unread`] reads away before a close (bytes).
+const DISCARD_BEFORE_CLOSE_MAX: usize = 1 << 20;
+
+/// Reads away, without waiting, what the peer sent and the connection will not process (a
+/// body behind an early answer), at most [`DISCARD_BEFORE_CLOSE_MAX`] bytes: closing a socket
+/// with unread data makes the kernel send RST instead of FIN, and a reset can make the peer's
+/// TCP stack drop the answer before it was read (RFC 9112 §9.6). The io_uring core gets the
+/// same from its multishot receive, which keeps reading until `shutdown(2)` ends it.
+fn discard_unread(stream: &TcpStream) {
+    let mut buf = [0u8; 16 * 1024];
+    let mut discarded = 0;
+    while discarded < DISCARD_BEFORE_CLOSE_MAX {
+        match stream.try_read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => discarded += n,
         }
     }
 }

@@ -707,3 +707,26 @@ on_both_io! {
         assert_eq!(f.sink.for_key(&s.key(&id)).len(), 1, "forwarded once, for the valid copy");
     }
 }
+
+on_both_io! {
+    /// A request answered and closed before its body was read (an unknown source, here) has
+    /// the unread bytes already received discarded before the close, so the sender sees the
+    /// answer and an orderly end (FIN), not a reset (RFC 9112 §9.6: a reset can make the
+    /// client's TCP stack drop the answer before it was read). The epoll core once closed
+    /// with the body unread, which makes the kernel send RST.
+    fn a_request_closed_with_its_body_unread_ends_in_fin_not_reset(io: Io) {
+        let f = Fixture::new(io, Script::always(200));
+        for n in 0..20 {
+            let body = vec![b'x'; 60_000];
+            let mut s = std::net::TcpStream::connect(f.hw.ingress).expect("connect");
+            s.set_read_timeout(Some(client::READ_TIMEOUT)).expect("timeout");
+            let head = client::request("POST", "/webhooks/no-such-source", &[], &body);
+            std::io::Write::write_all(&mut s, &head).expect("request");
+            let mut got = Vec::new();
+            let end = std::io::Read::read_to_end(&mut s, &mut got);
+            let text = String::from_utf8_lossy(&got);
+            assert!(text.starts_with("HTTP/1.1 404"), "try {n}: {text}");
+            assert!(end.is_ok(), "try {n}: the connection was reset: {end:?}");
+        }
+    }
+}
