@@ -207,8 +207,7 @@ fn transport_error(e: &reqwest::Error) -> AttemptResult {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
         while let Some(c) = cause {
             if let Some(io) = c.downcast_ref::<std::io::Error>() {
-                super::h1::warn_if_out_of_descriptors(io);
-                break;
+                return super::classify::connect_failed(io, why);
             }
             cause = c.source();
         }

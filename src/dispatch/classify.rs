@@ -27,6 +27,13 @@ pub enum AttemptResult {
     /// text, no payload. The outcome is uncertain, so it is retried (R21: the destination
     /// dedupes on the idempotency key).
     Other(String),
+    /// The attempt was not made: hookwall had no file descriptor free for its connection
+    /// (`EMFILE`, `ENFILE` on connect; short text). That is this process's limit, not the
+    /// destination's failure, so it is retried after `backoff_min` without counting toward
+    /// `attempts_max` or the circuit breaker: an event is never dead-lettered, nor a working
+    /// destination's breaker opened, for want of a descriptor (logged at warn,
+    /// `destination_out_of_descriptors`).
+    NoDescriptor(String),
 }
 
 /// Decides what one attempt means for its event (SPEC §5, R19):
@@ -36,6 +43,10 @@ pub enum AttemptResult {
 ///   `now_ms` + [`backoff`] (at least `Retry-After` when given, still capped by `backoff_max`),
 ///   unless `attempts_made >= attempts_max`, then [`Outcome::Dead`];
 /// * any other status (1xx, 3xx, other 4xx) → [`Outcome::Dead`] at once (permanent).
+///
+/// * no descriptor for the connection ([`AttemptResult::NoDescriptor`]) → [`Outcome::Retry`]
+///   at `now_ms` + `backoff_min`, whatever `attempts_made` (the caller does not count it:
+///   [`counts_as_attempt`]).
 ///
 /// `attempts_made` counts this attempt (1-based). Error texts are short (`status 503`,
 /// `timeout after 10s`, `connect: …`), never contain payload bytes, and are cut to
@@ -48,6 +59,10 @@ pub fn classify(
     rng: &mut impl rand::Rng,
 ) -> Outcome {
     let (error, retry_after) = match result {
+        AttemptResult::NoDescriptor(why) => {
+            let next_ms = now_ms.saturating_add(millis(dest.backoff_min.min(dest.backoff_max)));
+            return Outcome::Retry { next_ms, error: cut(format!("not attempted: {why}")) };
+        }
         AttemptResult::Status { code, .. } if (200..300).contains(code) => {
             return Outcome::Delivered { at_ms: now_ms };
         }
@@ -86,10 +101,32 @@ pub fn backoff(attempts_made: u32, dest: &DestinationConfig, rng: &mut impl rand
 /// Whether `result` says the destination itself is failing (timeout, connection or transport
 /// error, 408, 429, 5xx): what the circuit breaker counts. A 2xx or a permanent answer shows a
 /// destination that works, even if it refused this event.
+/// [`AttemptResult::NoDescriptor`] says nothing of the destination: false (the breaker
+/// ignores it, [`counts_as_attempt`]).
 pub fn destination_failed(result: &AttemptResult) -> bool {
     match result {
         AttemptResult::Status { code, .. } => status_is_retryable(*code),
         AttemptResult::Timeout | AttemptResult::Connect(_) | AttemptResult::Other(_) => true,
+        AttemptResult::NoDescriptor(_) => false,
+    }
+}
+
+/// Whether `result` is an attempt the destination may have seen: counted toward
+/// `attempts_max` (the `Hookwall-Attempt` number and the ledger's attempt count) and by the
+/// circuit breaker. False only for [`AttemptResult::NoDescriptor`]: no connection was made.
+pub fn counts_as_attempt(result: &AttemptResult) -> bool {
+    !matches!(result, AttemptResult::NoDescriptor(_))
+}
+
+/// The result of a connect that failed with `e`: [`AttemptResult::NoDescriptor`] when this
+/// process is out of file descriptors (`EMFILE`, `ENFILE`; also logged at warn, at most every
+/// 10 s, `destination_out_of_descriptors`), else [`AttemptResult::Connect`] with `why`.
+pub fn connect_failed(e: &std::io::Error, why: String) -> AttemptResult {
+    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+        super::h1::warn_if_out_of_descriptors(e);
+        AttemptResult::NoDescriptor(why)
+    } else {
+        AttemptResult::Connect(why)
     }
 }
 
@@ -210,6 +247,23 @@ mod tests {
         for (result, attempt, expect) in cases {
             check(result, attempt, &expect);
         }
+    }
+
+    #[test]
+    fn an_attempt_without_a_descriptor_is_retried_after_backoff_min_however_many_were_made() {
+        let none = AttemptResult::NoDescriptor("Too many open files (os error 24)".into());
+        let error = "not attempted: Too many open files (os error 24)";
+        for attempt in [1, 5, 6, u32::MAX] {
+            check(none.clone(), attempt, &Expect::Retry { min_ms: 1000, max_ms: 1000, error });
+        }
+        assert!(!counts_as_attempt(&none) && !destination_failed(&none));
+        assert!(counts_as_attempt(&AttemptResult::Connect("refused".into())));
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let enfile = std::io::Error::from_raw_os_error(libc::ENFILE);
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(connect_failed(&emfile, "e".into()), AttemptResult::NoDescriptor("e".into()));
+        assert_eq!(connect_failed(&enfile, "e".into()), AttemptResult::NoDescriptor("e".into()));
+        assert_eq!(connect_failed(&refused, "r".into()), AttemptResult::Connect("r".into()));
     }
 
     #[test]

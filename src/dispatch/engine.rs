@@ -107,8 +107,13 @@ pub(super) struct Engine {
     in_flight_groups: std::collections::HashMap<Slot, String>,
     /// Per destination: the connections of a plain `http://` destination (`super::h1`), made
     /// on its first attempt and replaced when a reload changes its URL, `concurrency_max`,
-    /// `pipeline` or `timeout` (the old connections finish their requests, then close).
+    /// `pipeline` or `timeout` (the old connections finish their requests, then close; they
+    /// count against `gate` until they do).
     routes: Vec<Option<RouteEntry>>,
+    /// The connections all `routes` may hold open together: the descriptors kept for the
+    /// destinations (`ingress::destination_connections_max`), so a reload's replaced routes,
+    /// still answering, and their successors do not run the process out of descriptors.
+    gate: Arc<super::h1::Gate>,
 }
 
 /// A destination's `super::h1` connections (`None` for https://) and what they were made
@@ -129,6 +134,11 @@ struct Breaker {
     failures: u32,
     /// While open: no probe starts before this.
     probe_at: Option<std::time::Instant>,
+    /// After an attempt found no descriptor for its connection ([`AttemptResult::NoDescriptor`]):
+    /// no attempt starts before this (`backoff_min` later), so while the process is out of
+    /// descriptors a backlog is tried at most `concurrency_max` events per `backoff_min`, not
+    /// as fast as the ledger settles them. Not the breaker: the destination is not at fault.
+    starved_until: Option<std::time::Instant>,
 }
 
 /// What woke the loop.
@@ -264,6 +274,9 @@ impl Engine {
             ordering_waiters: HashSet::new(),
             in_flight_groups: std::collections::HashMap::new(),
             routes: (0..busy_len).map(|_| None).collect(),
+            gate: Arc::new(super::h1::Gate::new(crate::ingress::destination_connections_max(
+                crate::ingress::descriptor_limit(),
+            ))),
         }
     }
 
@@ -376,9 +389,10 @@ impl Engine {
         let free = self.free_slots();
         if free == 0 {
             // Every destination is at `concurrency_max`: finishing attempts wake the loop, and
-            // due events may be waiting.
+            // due events may be waiting. A destination starved of descriptors has room again
+            // at a known time, which no attempt's end announces.
             self.backlog = true;
-            return IDLE_WAIT_MAX;
+            return self.starved_wait().map_or(IDLE_WAIT_MAX, |w| w.min(IDLE_WAIT_MAX));
         }
         let now = crate::clock::monotonic();
         let resumes = self.controls.resumes();
@@ -439,6 +453,14 @@ impl Engine {
         }
     }
 
+    /// How long until the first destination starved of descriptors (`Breaker::starved_until`)
+    /// may start attempts again; `None` when none is.
+    fn starved_wait(&self) -> Option<Duration> {
+        let now = crate::clock::monotonic();
+        let until = self.breakers.iter().filter_map(|b| b.starved_until).filter(|&t| t > now);
+        until.min().map(|t| t.duration_since(now))
+    }
+
     /// Attempts that could start now, over all running (not paused) destinations: a scan
     /// never reads more events than can be started (reading bodies that would only be dropped
     /// is wasted IO), and with every destination paused nothing is scanned at all.
@@ -476,10 +498,14 @@ impl Engine {
         wants
     }
 
-    /// How many attempts destination `d` may have in flight now: 0 while paused; while its
-    /// breaker is open, 1 once the probe time has come (else 0); otherwise `concurrency_max`.
+    /// How many attempts destination `d` may have in flight now: 0 while paused or, for
+    /// `backoff_min` after an attempt found no descriptor, starved; while its breaker is open,
+    /// 1 once the probe time has come (else 0); otherwise `concurrency_max`.
     fn cap(&self, d: usize, now: std::time::Instant) -> usize {
         if self.controls.paused(d) {
+            return 0;
+        }
+        if self.breakers.get(d).and_then(|b| b.starved_until).is_some_and(|until| now < until) {
             return 0;
         }
         if self.controls.breaker_open(d) {
@@ -597,11 +623,14 @@ impl Engine {
             });
             if stale {
                 // `None` inside for an https:// URL, which reqwest serves: parsed once too.
+                // The replaced route's connections stay in the budget until they close.
+                let gate = &self.gate;
                 let h1 = super::h1::Endpoint::parse(&dest.url).map(|endpoint| {
-                    let route = super::h1::Route::new(
+                    let route = super::h1::Route::gated(
                         endpoint.clone(),
                         dest.concurrency_max,
                         dest.pipeline,
+                        gate,
                     );
                     (Arc::new(route), Arc::new(endpoint))
                 });
@@ -666,12 +695,20 @@ impl Engine {
             *busy = busy.saturating_sub(1);
         }
         let now_ms = crate::clock::now_unix_ms();
-        self.breaker(f.destination, &f.result);
+        // Not made for want of a descriptor: neither the breaker nor `attempts_max` counts it.
+        let counted = super::classify::counts_as_attempt(&f.result);
+        if counted {
+            self.breaker(f.destination, &f.result);
+        } else if let Some(b) = self.breakers.get_mut(f.destination) {
+            let wait = self.config.destinations[f.destination].backoff_min;
+            b.starved_until = Some(crate::clock::monotonic() + wait);
+        }
         let dest = &self.config.destinations[f.destination];
         let outcome = classify(&f.result, f.attempts_made, dest, now_ms, &mut self.rng);
         self.record(&f, &outcome, now_ms);
         let (shard, seq) = f.slot;
-        self.queue_settlement(shard, seq, f.key, f.due_ms, f.attempts_made, outcome);
+        let attempts = if counted { f.attempts_made } else { f.attempts_made.saturating_sub(1) };
+        self.queue_settlement(shard, seq, f.key, f.due_ms, attempts, outcome);
     }
 
     /// Metrics and logs of one classified attempt (no body, no URL: R28).

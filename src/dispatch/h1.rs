@@ -24,7 +24,7 @@
 //!   using their one resend; a server that closes after its *first* answer with requests
 //!   pipelined behind is not pipelined to (depth 1) until a connection keeps alive twice;
 //! * a connection that cannot be made gives [`AttemptResult::Connect`] to the requests waiting
-//!   for it;
+//!   for it ([`AttemptResult::NoDescriptor`] when this process is out of descriptors);
 //! * answers are bounded (64 KiB head, 128 headers, 192 KiB unended) and idle connections
 //!   close after 60 s.
 //!
@@ -148,6 +148,70 @@ pub(super) struct Route {
     links: Vec<Link>,
 }
 
+/// How many connections the `http://` destinations hold open (or are connecting) together: at
+/// most the descriptors kept for them (`ingress::destination_connections_max`, a quarter of the
+/// descriptor limit), which `config::fit_connections` fits their `concurrency_max` to. The fit
+/// bounds the routes of one configuration; the gate bounds also a reload's replaced routes,
+/// whose connections finish their requests beside their successors' (before, up to twice the
+/// budget: the process ran out of descriptors, `EMFILE`). Under a large limit nobody waits
+/// here; under a fitted one, a successor's connections open as the old ones close, and a
+/// request whose deadline passes while waiting gets [`AttemptResult::NoDescriptor`] (not made,
+/// not counted).
+pub(super) struct Gate {
+    /// Connections open or connecting.
+    open: AtomicUsize,
+    /// The budget (connections).
+    limit: usize,
+    /// Notified when a connection closes.
+    freed: tokio::sync::Notify,
+}
+
+/// One connection counted by a [`Gate`], until dropped.
+struct Opened(Arc<Gate>);
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.freed.notify_waiters();
+    }
+}
+
+impl Gate {
+    /// A gate for at most `limit` connections (at least 1).
+    pub(super) fn new(limit: usize) -> Gate {
+        Gate { open: AtomicUsize::new(0), limit: limit.max(1), freed: tokio::sync::Notify::new() }
+    }
+
+    /// Counts one more connection if the budget allows it now.
+    fn try_open(self: &Arc<Self>) -> Option<Opened> {
+        let limit = self.limit;
+        let counted = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1));
+        counted.ok().map(|_| Opened(Arc::clone(self)))
+    }
+
+    /// Counts one more connection as soon as the budget allows it, or `None` at `deadline`.
+    async fn open(self: &Arc<Self>, deadline: Instant) -> Option<Opened> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the check: a close between the two still wakes this wait.
+            freed.as_mut().enable();
+            if let Some(opened) = self.try_open() {
+                return Some(opened);
+            }
+            tokio::time::timeout_at(deadline, freed).await.ok()?;
+        }
+    }
+
+    /// Connections open or connecting now.
+    #[cfg(test)]
+    fn open_now(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
 struct Link {
     jobs: mpsc::UnboundedSender<Job>,
     /// Requests handed to this link and not yet answered.
@@ -156,17 +220,30 @@ struct Link {
 
 impl Route {
     /// Starts the connection tasks on the current tokio runtime (connections are made on first
-    /// use). `concurrency` and `pipeline` are at least 1.
+    /// use), under a budget of its own. `concurrency` and `pipeline` are at least 1.
+    #[cfg(test)]
     pub(super) fn new(endpoint: Endpoint, concurrency: usize, pipeline: usize) -> Route {
-        Route::with_idle_max(endpoint, concurrency, pipeline, KEEP_ALIVE_IDLE_MAX)
+        Route::gated(endpoint, concurrency, pipeline, &Arc::new(Gate::new(usize::MAX)))
     }
 
-    /// [`Route::new`] with idle connections closed after `idle_max`.
+    /// [`Route::new`] with its connections counted by `gate`, the budget all destinations'
+    /// routes share.
+    pub(super) fn gated(
+        endpoint: Endpoint,
+        concurrency: usize,
+        pipeline: usize,
+        gate: &Arc<Gate>,
+    ) -> Route {
+        Route::with_idle_max(endpoint, concurrency, pipeline, KEEP_ALIVE_IDLE_MAX, gate)
+    }
+
+    /// A route with idle connections closed after `idle_max`, counted by `gate`.
     fn with_idle_max(
         endpoint: Endpoint,
         concurrency: usize,
         pipeline: usize,
         idle_max: Duration,
+        gate: &Arc<Gate>,
     ) -> Route {
         let endpoint = Arc::new(endpoint);
         let pipeline = pipeline.clamp(1, PIPELINE_MAX);
@@ -175,8 +252,13 @@ impl Route {
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let load = Arc::new(AtomicUsize::new(0));
-                let mut conn =
-                    Connection::new(Arc::clone(&endpoint), rx, pipeline, Arc::clone(&load));
+                let mut conn = Connection::new(
+                    Arc::clone(&endpoint),
+                    rx,
+                    pipeline,
+                    Arc::clone(&load),
+                    Arc::clone(gate),
+                );
                 conn.idle_max = idle_max;
                 tokio::spawn(conn.run());
                 Link { jobs: tx, load }
@@ -206,8 +288,8 @@ static OUT_OF_DESCRIPTORS_LOGGED_MS: std::sync::atomic::AtomicU64 =
 
 /// Logs at warn (`destination_out_of_descriptors`, at most every 10 s) a connect that failed
 /// for want of a descriptor (`EMFILE`, `ENFILE`): hookwall's own limit, not the destination's
-/// fault, although the attempt fails and counts toward its breaker like a refused connect.
-/// Also called for `https://` destinations' connect errors (`attempt::transport_error`).
+/// fault: the attempt is not counted ([`AttemptResult::NoDescriptor`],
+/// `classify::connect_failed`, for `http://` and `https://` destinations alike).
 pub(super) fn warn_if_out_of_descriptors(e: &std::io::Error) {
     if out_of_descriptors_to_log(e, crate::clock::now_unix_ms(), &OUT_OF_DESCRIPTORS_LOGGED_MS) {
         tracing::warn!(code = "destination_out_of_descriptors", error = %e, "A connection to a destination failed for want of a file descriptor; raise the descriptor limit (systemd LimitNOFILE=, ulimit -n) or lower concurrency_max (logged at most every 10 s).");
@@ -251,6 +333,10 @@ struct Connection {
     pipeline: usize,
     load: Arc<AtomicUsize>,
     stream: Option<TcpStream>,
+    /// The destinations' connection budget, and this connection's place in it while `stream`
+    /// is open or being connected.
+    gate: Arc<Gate>,
+    opened: Option<Opened>,
     /// Answers completed on the current connection (0 = fresh).
     served: usize,
     /// Waiting to be written (and whether each may still be resent after a loss).
@@ -288,6 +374,7 @@ impl Connection {
         jobs: mpsc::UnboundedReceiver<Job>,
         depth: usize,
         load: Arc<AtomicUsize>,
+        gate: Arc<Gate>,
     ) -> Connection {
         Connection {
             endpoint,
@@ -296,6 +383,8 @@ impl Connection {
             pipeline: depth,
             load,
             stream: None,
+            gate,
+            opened: None,
             served: 0,
             unsent: VecDeque::new(),
             sent: VecDeque::new(),
@@ -396,10 +485,22 @@ impl Connection {
 
     /// Requests whose deadline passed before they could be written time out.
     fn expire_unsent(&mut self) {
+        self.expire_unsent_as(|| AttemptResult::Timeout);
+    }
+
+    /// Requests whose deadline passed while their connection waited for the descriptor
+    /// budget ([`Gate`]) were never attempted: [`AttemptResult::NoDescriptor`].
+    fn expire_unsent_for_want_of_a_descriptor(&mut self) {
+        let why = "the destinations' descriptor budget was in use";
+        self.expire_unsent_as(|| AttemptResult::NoDescriptor(why.to_owned()));
+    }
+
+    /// Answers `result()` to every unsent request whose deadline has passed.
+    fn expire_unsent_as(&mut self, result: impl Fn() -> AttemptResult) {
         let now = Instant::from_std(crate::clock::monotonic());
         while let Some(i) = self.unsent.iter().position(|(j, _)| j.deadline <= now) {
             if let Some((job, _)) = self.unsent.remove(i) {
-                self.reply(job, AttemptResult::Timeout);
+                self.reply(job, result());
             }
         }
     }
@@ -409,6 +510,14 @@ impl Connection {
     async fn queue_unsent(&mut self) {
         let Some(first) = self.unsent.iter().map(|(j, _)| j.deadline).min() else { return };
         if self.stream.is_none() {
+            if self.opened.is_none() {
+                // Waits only while the budget is in use (a reload's replaced routes).
+                let Some(opened) = self.gate.open(first).await else {
+                    self.expire_unsent_for_want_of_a_descriptor();
+                    return;
+                };
+                self.opened = Some(opened);
+            }
             let addr = (self.endpoint.host.as_str(), self.endpoint.port);
             match tokio::time::timeout_at(first, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
@@ -420,14 +529,15 @@ impl Connection {
                     (self.written, self.queued, self.sent_bytes) = (0, 0, 0);
                 }
                 Ok(Err(e)) => {
-                    warn_if_out_of_descriptors(&e);
-                    let why = short(&e.to_string());
+                    self.opened = None;
+                    let result = super::classify::connect_failed(&e, short(&e.to_string()));
                     while let Some((job, _)) = self.unsent.pop_front() {
-                        self.reply(job, AttemptResult::Connect(why.clone()));
+                        self.reply(job, result.clone());
                     }
                     return;
                 }
                 Err(_) => {
+                    self.opened = None;
                     self.expire_unsent();
                     return;
                 }
@@ -541,6 +651,7 @@ impl Connection {
     /// Closes the connection and forgets its bytes (large buffers are given back).
     fn drop_stream(&mut self) {
         self.stream = None;
+        self.opened = None;
         self.progress = Progress::default();
         for buf in [&mut self.read, &mut self.write] {
             buf.clear();

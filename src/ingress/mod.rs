@@ -142,6 +142,18 @@ const FDS_RESERVED: u64 = 1024;
 /// connection and close it at once at its cap, and one spare.
 const FDS_PER_CORE: u64 = 8;
 
+/// The soft `RLIMIT_NOFILE` in force (file descriptors; 0, no bound known, when it cannot be
+/// read). `serve` raises it ([`raise_fd_limit`]) before it starts the dispatcher, which reads
+/// it here for its connection budget.
+pub fn descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit with a valid rlimit struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
+        return 0;
+    }
+    limit.rlim_cur
+}
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit in force
 /// afterwards (file descriptors; 0 when it cannot be read). Used by `serve` and `loadgen`.
 pub fn raise_fd_limit() -> u64 {

@@ -445,6 +445,45 @@ impl Hookwall {
         std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
     }
 
+    /// Runs the child out of descriptors now: its soft `RLIMIT_NOFILE` becomes the lowest
+    /// descriptor number it has free, so its next `socket`/`open`/`accept` fails with `EMFILE`
+    /// (prlimit(2); the hard limit stays, and nothing in the child raises the soft one after
+    /// start). Returns the previous limits, for [`Hookwall::restore_nofile`].
+    pub fn exhaust_descriptors(&self) -> libc::rlimit {
+        let pid = self.child.as_ref().expect("a running child").id();
+        let mut used: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("reading the child's descriptors")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        used.sort_unstable();
+        let lowest_free =
+            (0..).zip(&used).find(|(n, fd)| n != *fd).map_or(used.len() as u64, |(n, _)| n);
+        let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let new = libc::rlimit { rlim_cur: lowest_free, rlim_max: libc::RLIM_INFINITY };
+        let pid = i32::try_from(pid).expect("pid fits in i32");
+        // SAFETY: prlimit(2) reads `old` first, so the new hard limit is the old one (set below).
+        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut old) };
+        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+        let new = libc::rlimit { rlim_max: old.rlim_max, ..new };
+        // SAFETY: sets the child's limits from a valid struct; `old` is not written.
+        let rc = unsafe {
+            libc::prlimit(pid, libc::RLIMIT_NOFILE, &raw const new, std::ptr::null_mut())
+        };
+        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+        old
+    }
+
+    /// Gives the child back the descriptor limits [`Hookwall::exhaust_descriptors`] returned.
+    pub fn restore_nofile(&self, old: libc::rlimit) {
+        let pid = self.child.as_ref().expect("a running child").id();
+        let pid = i32::try_from(pid).expect("pid fits in i32");
+        // SAFETY: sets the child's limits from a valid struct; nothing is read back.
+        let rc = unsafe {
+            libc::prlimit(pid, libc::RLIMIT_NOFILE, &raw const old, std::ptr::null_mut())
+        };
+        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    }
+
     /// The child's stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()

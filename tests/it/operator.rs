@@ -480,6 +480,72 @@ fn pause_stops_attempts_and_resume_delivers() {
 
 on_rocksdb_and_postgres!(pause_stops_attempts_and_resume_delivers);
 
+/// An attempt that could not be made because hookwall itself ran out of file descriptors
+/// (`EMFILE` on connect) is not the destination's failure: it is retried without counting
+/// toward `attempts_max` or the circuit breaker, so the event is delivered once descriptors
+/// are back, as attempt 1 (R19, R21). Before, each such connect counted: at `attempts_max = 2`
+/// the events were dead-lettered ("connect: Too many open files (attempt 2 of 2)") and the
+/// breaker opened on a working destination. The admin API is reached over a connection opened
+/// before the limit was lowered. RocksDB only: a PostgreSQL ledger needs descriptors too.
+#[test]
+fn an_attempt_without_a_descriptor_is_retried_uncounted() {
+    let f = fixture(Script::always(200), |s| {
+        s.paused = true;
+        s.attempts_max = 2;
+        s.breaker_failures_max = Some(2);
+        s.backoff_min = "20ms";
+        s.backoff_max = "20ms";
+    });
+    let s = stripe_a();
+    let ids: Vec<String> = (0..3).map(|_| sign::unique_id("evt_no_descriptor")).collect();
+    for id in &ids {
+        let body = sign::body(Provider::Stripe, id, "waits for a descriptor");
+        assert_eq!(f.hw.deliver(&s, id, &body).code(), "accepted");
+    }
+    let auth = vec![("Authorization".to_owned(), format!("Bearer {TOKEN}"))];
+    let mut held = client::Conn::connect(f.hw.admin);
+    let mut call = |method: &str, path: &str, body: &str| {
+        held.send(&client::request(method, path, &auth, body.as_bytes()));
+        held.read_response()
+    };
+    assert_eq!(call("GET", "/healthz", "").status, 200);
+    let old = f.hw.exhaust_descriptors();
+    let resumed = call("POST", "/admin/destinations/sink/resume", r#"{"reason":"no descriptors"}"#);
+    assert_eq!(resumed.answer(), (200, "resumed".to_owned()), "{resumed}");
+    // Each event is tried (and fails for want of a descriptor) several times over its
+    // `attempts_max`: every 20 ms.
+    let tries = |call: &mut dyn FnMut(&str, &str, &str) -> Response| {
+        let text = String::from_utf8_lossy(&call("GET", "/metrics", "").body).into_owned();
+        let labels = [("destination", "sink"), ("outcome", "retry")];
+        crate::metrics::sample(&text, "hookwall_dispatch_attempts_total", &labels).unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + FORWARD_TIMEOUT;
+    while tries(&mut call) < 4.0 * ids.len() as f64 {
+        let log = f.hw.stderr();
+        assert!(!log.contains("dead_lettered"), "dead-lettered for want of a descriptor:\n{log}");
+        assert!(Instant::now() < deadline, "no retries without descriptors:\n{log}");
+        std::thread::sleep(Duration::from_millis(20)); // poll interval
+    }
+    let log = f.hw.stderr();
+    assert!(log.contains("destination_out_of_descriptors"), "the cause is logged:\n{log}");
+    for id in &ids {
+        let r = call("GET", &format!("/admin/events/{}", encoded(&s.key(id))), "");
+        let v = r.json();
+        assert_eq!(v["state"], "failed", "waiting for the next try, not dead: {r}");
+        assert_eq!(v["attempts"], 0, "no attempt was made: {r}");
+    }
+    let listed = call("GET", "/admin/destinations", "").json();
+    assert_eq!(listed["items"][0]["breaker"], "closed", "{listed}");
+    f.hw.restore_nofile(old);
+    for id in &ids {
+        let forwards = f.sink.wait_for_key(&s.key(id), 1, FORWARD_TIMEOUT);
+        let attempts: Vec<&str> = forwards.iter().map(|r| r.header("hookwall-attempt")).collect();
+        assert_eq!(attempts, ["1"], "delivered at its first attempt");
+    }
+    let log = f.hw.stderr();
+    assert!(!log.contains("dead_lettered") && !log.contains("breaker_open"), "{log}");
+}
+
 /// R20 (issue 4 proof): `dlq replay --all` over 10 000 dead events pages through the list,
 /// replays every one (throttled by `--rate`), and each is then delivered exactly once more —
 /// with bounded memory: the CLI's peak RSS stays under [`CLI_RSS_MAX_KIB`] and the server's

@@ -5,7 +5,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +80,26 @@ struct Shared {
     state: Mutex<State>,
     arrived: Condvar,
     stop: AtomicBool,
+    /// Connections open now, and the most open at once so far.
+    open: AtomicUsize,
+    most_open: AtomicUsize,
+}
+
+/// Counts one open connection of the sink until dropped.
+struct Counted<'a>(&'a Shared);
+
+impl<'a> Counted<'a> {
+    fn new(shared: &'a Shared) -> Counted<'a> {
+        let open = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.most_open.fetch_max(open, Ordering::SeqCst);
+        Counted(shared)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A running destination; stops accepting on drop.
@@ -97,6 +117,8 @@ impl Sink {
             state: Mutex::new(State { script, recorded: Vec::new() }),
             arrived: Condvar::new(),
             stop: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            most_open: AtomicUsize::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -117,6 +139,13 @@ impl Sink {
         let n = state.recorded.len();
         let first: Vec<u16> = (0..n).map(|i| state.script.status(i)).collect();
         state.script = Script { first, then: status, delay: state.script.delay };
+    }
+
+    /// The most connections the sink had open at once so far (counted from its accept to the
+    /// end of its connection's stream, which it reads only between answers: a close may be
+    /// counted a moment late).
+    pub fn most_connections_open(&self) -> usize {
+        self.shared.most_open.load(Ordering::SeqCst)
     }
 
     /// Everything received so far.
@@ -200,9 +229,10 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         }
         let Ok(stream) = stream else { continue };
         let shared = Arc::clone(shared);
-        let _ = std::thread::Builder::new()
-            .name("sink-conn".to_owned())
-            .spawn(move || serve_connection(stream, &shared));
+        let _ = std::thread::Builder::new().name("sink-conn".to_owned()).spawn(move || {
+            let _counted = Counted::new(&shared);
+            serve_connection(stream, &shared);
+        });
     }
 }
 

@@ -227,7 +227,13 @@ fn an_idle_connection_is_closed_after_its_idle_limit() {
         tx.send((i, more)).expect("report");
     });
     runtime().block_on(async {
-        let route = Route::with_idle_max(endpoint, 1, 1, Duration::from_millis(200));
+        let route = Route::with_idle_max(
+            endpoint,
+            1,
+            1,
+            Duration::from_millis(200),
+            &Arc::new(Gate::new(9)),
+        );
         assert_eq!(send_all(&route, &["first"], secs(5)).await, vec![status(200)]);
         let (i, more) = tokio::task::spawn_blocking(move || {
             rx.recv_timeout(secs(10)).expect("the client closed the idle connection within 10 s")
@@ -762,4 +768,80 @@ fn running_out_of_descriptors_is_logged_at_most_every_ten_seconds() {
     assert!(!out_of_descriptors_to_log(&enfile, 10_999, &last));
     assert!(out_of_descriptors_to_log(&enfile, 11_000, &last));
     assert!(!out_of_descriptors_to_log(&refused, 30_000, &last));
+}
+
+/// The destinations' connections are held to their descriptor budget (`Gate`) also while a
+/// reload's replaced route still answers its requests: the successor connects only as the old
+/// connections close, and a request whose deadline passes while it waits was never attempted
+/// (`NoDescriptor`, not counted). Before, the new route opened its own at once: up to twice
+/// the budget, which ran the process out of descriptors (a review's reproduction: 32
+/// budgeted connections, 46–50 open, `EMFILE`).
+#[test]
+fn a_replacing_route_connects_only_as_the_replaced_ones_close() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (release, released) = std_mpsc::channel::<()>();
+    let released = Arc::new(std::sync::Mutex::new(released));
+    let counted = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { return };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let released = Arc::clone(&released);
+            std::thread::spawn(move || {
+                let mut carry = Vec::new();
+                loop {
+                    let tags = read_requests_within(&mut s, 1, &mut carry, secs(20));
+                    let Some(tag) = tags.first() else { return };
+                    if tag.starts_with("old") {
+                        let _ = released.lock().expect("lock").recv();
+                    }
+                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/h")).expect("endpoint");
+    let send = |route: &Route, tag: &str, within: Duration| {
+        let (reply, rx) = oneshot::channel();
+        let deadline = Instant::from_std(crate::clock::monotonic()) + within;
+        route.send(Job { request: request(tag), deadline, reply: reply.into() });
+        rx
+    };
+    let wait_for = |n: usize| {
+        let accepted = Arc::clone(&accepted);
+        async move {
+            let deadline = crate::clock::monotonic() + secs(10);
+            while accepted.load(Ordering::SeqCst) < n {
+                assert!(crate::clock::monotonic() < deadline, "{n} connections were not made");
+                tokio::time::sleep(Duration::from_millis(5)).await; // poll interval
+            }
+        }
+    };
+    runtime().block_on(async {
+        let gate = Arc::new(Gate::new(2));
+        let old = Route::gated(endpoint.clone(), 2, 1, &gate);
+        let old_answers = [send(&old, "old-1", secs(20)), send(&old, "old-2", secs(20))];
+        wait_for(2).await;
+        let new = Route::gated(endpoint, 2, 1, &gate);
+        drop(old);
+        let new_answers = [send(&new, "new-1", secs(20)), send(&new, "new-2", secs(20))];
+        let hurried = send(&new, "new-hurried", Duration::from_millis(200));
+        // Not made while both old connections are open: not attempted, not a timeout.
+        let why = "the destinations' descriptor budget was in use".to_owned();
+        assert_eq!(hurried.await.expect("answered"), AttemptResult::NoDescriptor(why));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "the new route waits for the old one");
+        assert_eq!(gate.open_now(), 2);
+        release.send(()).expect("release");
+        wait_for(3).await;
+        release.send(()).expect("release");
+        for rx in old_answers.into_iter().chain(new_answers) {
+            assert_eq!(rx.await.expect("answered"), status(200));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+        assert!(gate.open_now() <= 2, "{}", gate.open_now());
+    });
 }
