@@ -42,11 +42,10 @@ pub enum AttemptResult {
 /// * 408, 429, 5xx, timeout, connection or other transport error → [`Outcome::Retry`] at
 ///   `now_ms` + [`backoff`] (at least `Retry-After` when given, still capped by `backoff_max`),
 ///   unless `attempts_made >= attempts_max`, then [`Outcome::Dead`];
-/// * any other status (1xx, 3xx, other 4xx) → [`Outcome::Dead`] at once (permanent).
-///
+/// * any other status (1xx, 3xx, other 4xx) → [`Outcome::Dead`] at once (permanent);
 /// * no descriptor for the connection ([`AttemptResult::NoDescriptor`]) → [`Outcome::Retry`]
-///   at `now_ms` + `backoff_min`, whatever `attempts_made` (the caller does not count it:
-///   [`counts_as_attempt`]).
+///   at `now_ms` + [`no_descriptor_wait`], whatever `attempts_made` (the caller does not count
+///   it: [`counts_as_attempt`]).
 ///
 /// `attempts_made` counts this attempt (1-based). Error texts are short (`status 503`,
 /// `timeout after 10s`, `connect: …`), never contain payload bytes, and are cut to
@@ -60,7 +59,7 @@ pub fn classify(
 ) -> Outcome {
     let (error, retry_after) = match result {
         AttemptResult::NoDescriptor(why) => {
-            let next_ms = now_ms.saturating_add(millis(dest.backoff_min.min(dest.backoff_max)));
+            let next_ms = now_ms.saturating_add(millis(no_descriptor_wait(dest)));
             return Outcome::Retry { next_ms, error: cut(format!("not attempted: {why}")) };
         }
         AttemptResult::Status { code, .. } if (200..300).contains(code) => {
@@ -109,6 +108,13 @@ pub fn destination_failed(result: &AttemptResult) -> bool {
         AttemptResult::Timeout | AttemptResult::Connect(_) | AttemptResult::Other(_) => true,
         AttemptResult::NoDescriptor(_) => false,
     }
+}
+
+/// How long a destination waits after an attempt found no descriptor for its connection:
+/// `backoff_min` (clamped to `backoff_max`, as [`backoff`] clamps it), neither grown nor jittered,
+/// since the wait is for this process's descriptors, not for the destination.
+pub fn no_descriptor_wait(dest: &DestinationConfig) -> Duration {
+    dest.backoff_min.min(dest.backoff_max)
 }
 
 /// Whether `result` is an attempt the destination may have seen: counted toward

@@ -700,7 +700,8 @@ impl Engine {
         if counted {
             self.breaker(f.destination, &f.result);
         } else if let Some(b) = self.breakers.get_mut(f.destination) {
-            let wait = self.config.destinations[f.destination].backoff_min;
+            let wait =
+                super::classify::no_descriptor_wait(&self.config.destinations[f.destination]);
             b.starved_until = Some(crate::clock::monotonic() + wait);
         }
         let dest = &self.config.destinations[f.destination];
