@@ -458,30 +458,27 @@ impl Hookwall {
         used.sort_unstable();
         let lowest_free =
             (0..).zip(&used).find(|(n, fd)| n != *fd).map_or(used.len() as u64, |(n, _)| n);
-        let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        let new = libc::rlimit { rlim_cur: lowest_free, rlim_max: libc::RLIM_INFINITY };
-        let pid = i32::try_from(pid).expect("pid fits in i32");
-        // SAFETY: prlimit(2) reads `old` first, so the new hard limit is the old one (set below).
-        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut old) };
-        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
-        let new = libc::rlimit { rlim_max: old.rlim_max, ..new };
-        // SAFETY: sets the child's limits from a valid struct; `old` is not written.
-        let rc = unsafe {
-            libc::prlimit(pid, libc::RLIMIT_NOFILE, &raw const new, std::ptr::null_mut())
-        };
-        assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+        let old = self.prlimit_nofile(None);
+        self.prlimit_nofile(Some(libc::rlimit { rlim_cur: lowest_free, rlim_max: old.rlim_max }));
         old
     }
 
     /// Gives the child back the descriptor limits [`Hookwall::exhaust_descriptors`] returned.
     pub fn restore_nofile(&self, old: libc::rlimit) {
+        self.prlimit_nofile(Some(old));
+    }
+
+    /// prlimit(2) on the child's `RLIMIT_NOFILE`: sets `new` when given; returns the limits
+    /// in force before.
+    fn prlimit_nofile(&self, new: Option<libc::rlimit>) -> libc::rlimit {
         let pid = self.child.as_ref().expect("a running child").id();
         let pid = i32::try_from(pid).expect("pid fits in i32");
-        // SAFETY: sets the child's limits from a valid struct; nothing is read back.
-        let rc = unsafe {
-            libc::prlimit(pid, libc::RLIMIT_NOFILE, &raw const old, std::ptr::null_mut())
-        };
+        let new = new.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+        let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: `new` is null or points at a live struct, `old` is a valid struct to write.
+        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, new, &raw mut old) };
         assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+        old
     }
 
     /// The child's stderr so far.
