@@ -445,10 +445,13 @@ impl Hookwall {
         std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
     }
 
-    /// Runs the child out of descriptors now: its soft `RLIMIT_NOFILE` becomes the lowest
-    /// descriptor number it has free, so its next `socket`/`open`/`accept` fails with `EMFILE`
-    /// (prlimit(2); the hard limit stays, and nothing in the child raises the soft one after
-    /// start). Returns the previous limits, for [`Hookwall::restore_nofile`].
+    /// Runs the child out of descriptors now: its soft `RLIMIT_NOFILE` becomes at most 3 (its
+    /// lowest free descriptor number, if lower), below every descriptor past stdin, stdout
+    /// and stderr, so its next `socket`/`open`/`accept` fails with `EMFILE` whichever of its
+    /// descriptors closes meanwhile (the limit as the lowest free number let a descriptor
+    /// closed later, say a test client's connection, be taken again: a CI run's connect
+    /// succeeded). prlimit(2); the hard limit stays, and nothing in the child raises the soft
+    /// one after start. Returns the previous limits, for [`Hookwall::restore_nofile`].
     pub fn exhaust_descriptors(&self) -> libc::rlimit {
         let pid = self.child.as_ref().expect("a running child").id();
         let mut used: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -459,7 +462,8 @@ impl Hookwall {
         let lowest_free =
             (0..).zip(&used).find(|(n, fd)| n != *fd).map_or(used.len() as u64, |(n, _)| n);
         let old = self.prlimit_nofile(None);
-        self.prlimit_nofile(Some(libc::rlimit { rlim_cur: lowest_free, rlim_max: old.rlim_max }));
+        let cur = lowest_free.min(3);
+        self.prlimit_nofile(Some(libc::rlimit { rlim_cur: cur, rlim_max: old.rlim_max }));
         old
     }
 
