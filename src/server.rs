@@ -72,27 +72,63 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         listeners_bound: AtomicBool::new(false),
         operator: Some(admin::Operator { ledger: ledger.clone(), controls: Arc::clone(&controls) }),
     });
-    let admin = admin::spawn(admin_listener, Arc::clone(&admin_state)).context("starting admin")?;
+    // A start that fails from here on stops what it started (the ledger's writers, the admin
+    // thread holding the ledger) before returning: left running, they met the C++ runtime's
+    // exit-time destructors (RocksDB's background threads: "pthread lock: Invalid argument",
+    // an abort instead of exit 1; seen at nofile 30, where the dispatcher could not start).
+    let admin = match admin::spawn(admin_listener, Arc::clone(&admin_state)) {
+        Ok(admin) => admin,
+        Err(e) => {
+            ledger.shutdown();
+            return Err(anyhow::Error::from(e).context("starting admin"));
+        }
+    };
+    let abandon = |e: anyhow::Error,
+                   dispatcher: Option<dispatch::DispatchHandle>,
+                   admin: admin::AdminHandle| {
+        if let Some(d) = dispatcher {
+            d.shutdown();
+        }
+        ledger.shutdown();
+        admin.shutdown();
+        e
+    };
     let inbox = ledger.inbox();
     let certs =
         config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
-    let tls_config = match &certs {
-        Some(store) => Some(tls::server_config(Arc::clone(store)).map_err(anyhow::Error::msg)?),
+    let tls_config = match certs.as_ref().map(|store| tls::server_config(Arc::clone(store))) {
         None => None,
+        Some(Ok(tls)) => Some(tls),
+        Some(Err(why)) => return Err(abandon(anyhow::Error::msg(why), None, admin)),
     };
-    let dispatcher = dispatch::spawn_controlled(
+    let spawned = dispatch::spawn_controlled(
         Arc::clone(&live),
         inbox,
         notify,
         Arc::clone(&metrics),
         controls,
-    )
-    .context("starting the dispatcher")?;
+    );
+    let dispatcher = match spawned {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(abandon(
+                anyhow::Error::from(e).context("starting the dispatcher"),
+                None,
+                admin,
+            ))
+        }
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::with_capacity(cores);
     // Before the connection cap counts the open descriptors: its runtime holds some.
-    let mut signals = Signals::install().context("installing the signal handlers")?;
+    let mut signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            let e = anyhow::Error::from(e).context("installing the signal handlers");
+            return Err(abandon(e, Some(dispatcher), admin));
+        }
+    };
     let outbound = config.destinations.iter().map(DestinationConfig::connections_max).sum();
     let cap = ingress::connections_per_core(cores, outbound);
     warn_if_low(&cap, cap.per_core);

@@ -134,11 +134,15 @@ struct Breaker {
     failures: u32,
     /// While open: no probe starts before this.
     probe_at: Option<std::time::Instant>,
-    /// After an attempt found no descriptor for its connection ([`AttemptResult::NoDescriptor`]):
-    /// no attempt starts before this (`backoff_min` later), so while the process is out of
-    /// descriptors a backlog is tried at most `concurrency_max` events per `backoff_min`, not
-    /// as fast as the ledger settles them. Not the breaker: the destination is not at fault.
-    starved_until: Option<std::time::Instant>,
+    /// Set when an attempt found no descriptor for its connection
+    /// ([`AttemptResult::NoDescriptor`]), with the route's count of connections made then
+    /// (`h1::Route::connects`): while set, the destination starts only what its open
+    /// connections carry, and one attempt more (a probe for a descriptor) every `backoff_min`
+    /// ([`Engine::cap`]). Cleared by a new connection, or (destinations without a counted
+    /// route) by an attempt that was made. Not the breaker: the destination is not at fault.
+    short_of_descriptors: Option<u64>,
+    /// While short of descriptors: no probe before this.
+    descriptor_probe_at: Option<std::time::Instant>,
 }
 
 /// What woke the loop.
@@ -336,11 +340,15 @@ impl Engine {
 
     /// Scans when a timer asked for it, when a notification did and the last scan started at
     /// least [`NOTIFIED_SCAN_GAP`] ago, or — while the last scan left due events behind — when
-    /// enough destination slots are free that a scan is worth its reads (one scan per batch of
-    /// finished attempts, not one per attempt). Returns how long to sleep at most.
+    /// an eighth of the attempts allowed now are free, so a scan is worth its reads (one scan
+    /// per batch of finished attempts, not one per attempt). Returns how long to sleep at most.
     async fn maybe_scan(&mut self) -> Duration {
         let now = crate::clock::monotonic();
-        let total: usize = self.config.destinations.iter().map(|d| d.concurrency_max).sum();
+        // An eighth of the attempts allowed now (`cap`, not `concurrency_max`): a destination
+        // held to its open connections or to a breaker's probe, never an eighth free of its
+        // `concurrency_max`, would otherwise be scanned only by the 1 s timer (one event per
+        // second drained through a starved destination's open connection).
+        let total: usize = (0..self.config.destinations.len()).map(|d| self.cap(d, now)).sum();
         let worth = self.backlog && self.free_slots() >= (total / 8).max(1);
         let timer = now >= self.scan_at;
         if self.scan_wanted && !worth && !timer {
@@ -389,7 +397,7 @@ impl Engine {
         let free = self.free_slots();
         if free == 0 {
             // Every destination is at `concurrency_max`: finishing attempts wake the loop, and
-            // due events may be waiting. A destination starved of descriptors has room again
+            // due events may be waiting. A destination short of descriptors gets its next probe
             // at a known time, which no attempt's end announces.
             self.backlog = true;
             return self.starved_wait().map_or(IDLE_WAIT_MAX, |w| w.min(IDLE_WAIT_MAX));
@@ -453,12 +461,28 @@ impl Engine {
         }
     }
 
-    /// How long until the first destination starved of descriptors (`Breaker::starved_until`)
-    /// may start attempts again; `None` when none is.
+    /// How long until the first destination short of descriptors may start its next probe
+    /// (`Breaker::descriptor_probe_at`); `None` when none waits for one.
     fn starved_wait(&self) -> Option<Duration> {
         let now = crate::clock::monotonic();
-        let until = self.breakers.iter().filter_map(|b| b.starved_until).filter(|&t| t > now);
+        let short = self.breakers.iter().filter(|b| b.short_of_descriptors.is_some());
+        let until = short.filter_map(|b| b.descriptor_probe_at).filter(|&t| t > now);
         until.min().map(|t| t.duration_since(now))
+    }
+
+    /// The `http://` route destination `d` uses now, if any.
+    fn h1_route(&self, d: usize) -> Option<&super::h1::Route> {
+        let entry = self.routes.get(d).and_then(Option::as_ref)?;
+        entry.h1.as_ref().map(|(route, _)| route.as_ref())
+    }
+
+    /// Whether destination `d` is short of descriptors: an attempt found none, and its route
+    /// has made no connection since.
+    fn short_of_descriptors(&self, d: usize) -> bool {
+        let Some(seen) = self.breakers.get(d).and_then(|b| b.short_of_descriptors) else {
+            return false;
+        };
+        self.h1_route(d).is_none_or(|route| route.connects() <= seen)
     }
 
     /// Attempts that could start now, over all running (not paused) destinations: a scan
@@ -498,21 +522,32 @@ impl Engine {
         wants
     }
 
-    /// How many attempts destination `d` may have in flight now: 0 while paused or, for
-    /// `backoff_min` after an attempt found no descriptor, starved; while its breaker is open,
-    /// 1 once the probe time has come (else 0); otherwise `concurrency_max`.
+    /// How many attempts destination `d` may have in flight now: 0 while paused; while its
+    /// breaker is open, 1 once the probe time has come (else 0); otherwise `concurrency_max`.
+    /// Short of descriptors (an attempt found none, no connection made since), at most what
+    /// its open `http://` connections carry ([`super::h1::Route::open_capacity`]; 0 for other
+    /// destinations) and one more every `backoff_min`, a probe: the attempts that need no new
+    /// descriptor keep flowing and at most one a `backoff_min` fails for want of one (before,
+    /// the whole destination waited `backoff_min` and then tried `concurrency_max` new
+    /// connections at once: with one connection still working, a backlog drained one event
+    /// per `backoff_min`).
     fn cap(&self, d: usize, now: std::time::Instant) -> usize {
         if self.controls.paused(d) {
             return 0;
         }
-        if self.breakers.get(d).and_then(|b| b.starved_until).is_some_and(|until| now < until) {
-            return 0;
-        }
-        if self.controls.breaker_open(d) {
+        let cap = if self.controls.breaker_open(d) {
             let due = self.breakers.get(d).and_then(|b| b.probe_at).is_none_or(|at| now >= at);
-            return usize::from(due);
+            usize::from(due)
+        } else {
+            self.config.destinations.get(d).map_or(0, |c| c.concurrency_max)
+        };
+        if self.short_of_descriptors(d) {
+            let open = self.h1_route(d).map_or(0, super::h1::Route::open_capacity);
+            let probe_at = self.breakers.get(d).and_then(|b| b.descriptor_probe_at);
+            let probe = probe_at.is_none_or(|at| now >= at);
+            return cap.min(open + usize::from(probe));
         }
-        self.config.destinations.get(d).map_or(0, |c| c.concurrency_max)
+        cap
     }
 
     /// Counts a finished attempt against destination `d`'s breaker: opens it after
@@ -631,6 +666,7 @@ impl Engine {
                         dest.concurrency_max,
                         dest.pipeline,
                         gate,
+                        super::classify::no_descriptor_wait(dest),
                     );
                     (Arc::new(route), Arc::new(endpoint))
                 });
@@ -697,12 +733,19 @@ impl Engine {
         let now_ms = crate::clock::now_unix_ms();
         // Not made for want of a descriptor: neither the breaker nor `attempts_max` counts it.
         let counted = super::classify::counts_as_attempt(&f.result);
+        let connects = self.h1_route(f.destination).map(super::h1::Route::connects);
         if counted {
             self.breaker(f.destination, &f.result);
+            if !self.short_of_descriptors(f.destination) || connects.is_none() {
+                if let Some(b) = self.breakers.get_mut(f.destination) {
+                    (b.short_of_descriptors, b.descriptor_probe_at) = (None, None);
+                }
+            }
         } else if let Some(b) = self.breakers.get_mut(f.destination) {
             let wait =
                 super::classify::no_descriptor_wait(&self.config.destinations[f.destination]);
-            b.starved_until = Some(crate::clock::monotonic() + wait);
+            b.short_of_descriptors = Some(connects.unwrap_or(0));
+            b.descriptor_probe_at = Some(crate::clock::monotonic() + wait);
         }
         let dest = &self.config.destinations[f.destination];
         let outcome = classify(&f.result, f.attempts_made, dest, now_ms, &mut self.rng);

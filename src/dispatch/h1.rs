@@ -32,7 +32,7 @@
 //! read (413 to a large body) is taken at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,6 +146,10 @@ impl From<oneshot::Sender<AttemptResult>> for Reply {
 /// ends when this route is dropped and its last request is answered.
 pub(super) struct Route {
     links: Vec<Link>,
+    /// Requests in flight on one connection (the destination's `pipeline`, 1..=64).
+    pipeline: usize,
+    /// Connections made so far (shared with the connection tasks).
+    connects: Arc<AtomicU64>,
 }
 
 /// How many connections the `http://` destinations hold open (or are connecting) together: at
@@ -214,27 +218,59 @@ impl Gate {
 
 struct Link {
     jobs: mpsc::UnboundedSender<Job>,
+    state: Arc<LinkState>,
+}
+
+/// What [`Route::send`] and the dispatcher read of one connection task, shared with it.
+#[derive(Default)]
+struct LinkState {
     /// Requests handed to this link and not yet answered.
-    load: Arc<AtomicUsize>,
+    load: AtomicUsize,
+    /// Whether its connection is open: a request handed to it needs no new descriptor.
+    connected: AtomicBool,
+    /// Until when (nanoseconds of [`ticks`]; 0: not) it is passed over by [`Route::send`]
+    /// while another link has room: its last connect found no descriptor.
+    starved_until: AtomicU64,
+}
+
+impl LinkState {
+    /// Whether the link is passed over at `now` (read once per send, and only when some link
+    /// was starved).
+    fn starved(&self, now: &mut Option<u64>) -> bool {
+        let until = self.starved_until.load(Ordering::Relaxed);
+        until != 0 && *now.get_or_insert_with(|| ticks(crate::clock::monotonic())) < until
+    }
+}
+
+/// `t` as nanoseconds since the first call (a process-wide monotonic base), for instants kept
+/// in atomics.
+fn ticks(t: std::time::Instant) -> u64 {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(crate::clock::monotonic);
+    u64::try_from(t.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
 impl Route {
     /// Starts the connection tasks on the current tokio runtime (connections are made on first
-    /// use), under a budget of its own. `concurrency` and `pipeline` are at least 1.
+    /// use), under a budget of its own, a link starved of descriptors passed over for 1 s.
+    /// `concurrency` and `pipeline` are at least 1.
     #[cfg(test)]
     pub(super) fn new(endpoint: Endpoint, concurrency: usize, pipeline: usize) -> Route {
-        Route::gated(endpoint, concurrency, pipeline, &Arc::new(Gate::new(usize::MAX)))
+        let gate = Arc::new(Gate::new(usize::MAX));
+        Route::gated(endpoint, concurrency, pipeline, &gate, Duration::from_secs(1))
     }
 
     /// [`Route::new`] with its connections counted by `gate`, the budget all destinations'
-    /// routes share.
+    /// routes share; a link whose connect found no descriptor is passed over for `starve_for`
+    /// (the destination's `classify::no_descriptor_wait`) while another link has room.
     pub(super) fn gated(
         endpoint: Endpoint,
         concurrency: usize,
         pipeline: usize,
         gate: &Arc<Gate>,
+        starve_for: Duration,
     ) -> Route {
-        Route::with_idle_max(endpoint, concurrency, pipeline, KEEP_ALIVE_IDLE_MAX, gate)
+        Route::with_idle_max(endpoint, concurrency, pipeline, KEEP_ALIVE_IDLE_MAX, gate, starve_for)
     }
 
     /// A route with idle connections closed after `idle_max`, counted by `gate`.
@@ -244,40 +280,68 @@ impl Route {
         pipeline: usize,
         idle_max: Duration,
         gate: &Arc<Gate>,
+        starve_for: Duration,
     ) -> Route {
         let endpoint = Arc::new(endpoint);
         let pipeline = pipeline.clamp(1, PIPELINE_MAX);
         let count = concurrency.max(1).div_ceil(pipeline);
+        let connects = Arc::new(AtomicU64::new(0));
         let links = (0..count)
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                let load = Arc::new(AtomicUsize::new(0));
+                let state = Arc::new(LinkState::default());
                 let mut conn = Connection::new(
                     Arc::clone(&endpoint),
                     rx,
                     pipeline,
-                    Arc::clone(&load),
+                    Arc::clone(&state),
                     Arc::clone(gate),
                 );
                 conn.idle_max = idle_max;
+                conn.starve_for = starve_for;
+                conn.connects = Arc::clone(&connects);
                 tokio::spawn(conn.run());
-                Link { jobs: tx, load }
+                Link { jobs: tx, state }
             })
             .collect();
-        Route { links }
+        Route { links, pipeline, connects }
     }
 
-    /// Hands `job` to the least loaded connection.
+    /// Hands `job` to the least loaded connection among those with room (fewer than
+    /// `pipeline` requests) that were not starved of descriptors in the last `starve_for`;
+    /// when none is, to the least loaded of all. So while this process is short of
+    /// descriptors the destination's open connections carry its requests, instead of links
+    /// that would fail at once for want of a descriptor (before, those had load 0 and were
+    /// picked first); with descriptors to spare, the choice is the least loaded, as before.
     pub(super) fn send(&self, job: Job) {
-        let Some(link) = self.links.iter().min_by_key(|l| l.load.load(Ordering::Relaxed)) else {
+        let mut now = None;
+        let link = self.links.iter().min_by_key(|l| {
+            let load = l.state.load.load(Ordering::Relaxed);
+            (load >= self.pipeline || l.state.starved(&mut now), load)
+        });
+        let Some(link) = link else {
             job.reply.send(AttemptResult::Other("no connection".to_owned()));
             return;
         };
-        link.load.fetch_add(1, Ordering::Relaxed);
+        link.state.load.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = link.jobs.send(job) {
-            link.load.fetch_sub(1, Ordering::Relaxed);
+            link.state.load.fetch_sub(1, Ordering::Relaxed);
             e.0.reply.send(AttemptResult::Other("connection task ended".to_owned()));
         }
+    }
+
+    /// Requests this route's open connections can carry now without a new descriptor: open
+    /// connections × `pipeline`. The dispatcher's cap for the destination while the process
+    /// is out of descriptors (`engine::Engine::cap`).
+    pub(super) fn open_capacity(&self) -> usize {
+        let open = self.links.iter().filter(|l| l.state.connected.load(Ordering::Relaxed));
+        open.count().saturating_mul(self.pipeline)
+    }
+
+    /// Connections this route has made so far: one more than the dispatcher saw when an
+    /// attempt found no descriptor means descriptors are to be had again.
+    pub(super) fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
     }
 }
 
@@ -331,7 +395,12 @@ struct Connection {
     depth: usize,
     /// The destination's `pipeline`.
     pipeline: usize,
-    load: Arc<AtomicUsize>,
+    /// What the route reads of this connection (load, open, starved).
+    link: Arc<LinkState>,
+    /// How long a connect that found no descriptor keeps the link passed over.
+    starve_for: Duration,
+    /// The route's count of connections made.
+    connects: Arc<AtomicU64>,
     stream: Option<TcpStream>,
     /// The destinations' connection budget, and this connection's place in it while `stream`
     /// is open or being connected.
@@ -373,7 +442,7 @@ impl Connection {
         endpoint: Arc<Endpoint>,
         jobs: mpsc::UnboundedReceiver<Job>,
         depth: usize,
-        load: Arc<AtomicUsize>,
+        link: Arc<LinkState>,
         gate: Arc<Gate>,
     ) -> Connection {
         Connection {
@@ -381,7 +450,9 @@ impl Connection {
             jobs,
             depth,
             pipeline: depth,
-            load,
+            link,
+            starve_for: Duration::from_secs(1),
+            connects: Arc::default(),
             stream: None,
             gate,
             opened: None,
@@ -407,7 +478,7 @@ impl Connection {
     }
 
     fn reply(&self, job: Job, result: AttemptResult) {
-        self.load.fetch_sub(1, Ordering::Relaxed);
+        self.link.load.fetch_sub(1, Ordering::Relaxed);
         job.reply.send(result);
     }
 
@@ -488,6 +559,13 @@ impl Connection {
         self.expire_unsent_as(|| AttemptResult::Timeout);
     }
 
+    /// This link found no descriptor for a connection: [`Route::send`] passes it over for
+    /// `starve_for` while another link has room.
+    fn starve(&self) {
+        let until = ticks(crate::clock::monotonic() + self.starve_for);
+        self.link.starved_until.store(until, Ordering::Relaxed);
+    }
+
     /// Requests whose deadline passed while their connection waited for the descriptor
     /// budget ([`Gate`]) were never attempted: [`AttemptResult::NoDescriptor`].
     fn expire_unsent_for_want_of_a_descriptor(&mut self) {
@@ -513,6 +591,7 @@ impl Connection {
             if self.opened.is_none() {
                 // Waits only while the budget is in use (a reload's replaced routes).
                 let Some(opened) = self.gate.open(first).await else {
+                    self.starve();
                     self.expire_unsent_for_want_of_a_descriptor();
                     return;
                 };
@@ -523,6 +602,9 @@ impl Connection {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
                     self.stream = Some(stream);
+                    self.link.connected.store(true, Ordering::Relaxed);
+                    self.link.starved_until.store(0, Ordering::Relaxed);
+                    self.connects.fetch_add(1, Ordering::Relaxed);
                     self.served = 0;
                     self.read.clear();
                     self.write.clear();
@@ -531,6 +613,9 @@ impl Connection {
                 Ok(Err(e)) => {
                     self.opened = None;
                     let result = super::classify::connect_failed(&e, short(&e.to_string()));
+                    if !super::classify::counts_as_attempt(&result) {
+                        self.starve();
+                    }
                     while let Some((job, _)) = self.unsent.pop_front() {
                         self.reply(job, result.clone());
                     }
@@ -651,6 +736,7 @@ impl Connection {
     /// Closes the connection and forgets its bytes (large buffers are given back).
     fn drop_stream(&mut self) {
         self.stream = None;
+        self.link.connected.store(false, Ordering::Relaxed);
         self.opened = None;
         self.progress = Progress::default();
         for buf in [&mut self.read, &mut self.write] {

@@ -546,6 +546,62 @@ fn an_attempt_without_a_descriptor_is_retried_uncounted() {
     assert!(!log.contains("dead_lettered") && !log.contains("breaker_open"), "{log}");
 }
 
+/// While hookwall is out of descriptors, a destination keeps using the connection it has
+/// open: its backlog drains through it as fast as the destination answers (R21, issue 6's
+/// review). Before, the requests handed to its unconnected links failed for want of a
+/// descriptor, and each failure held the whole destination for `backoff_min`: one event per
+/// `backoff_min` here (40 events, `backoff_min = 2s`: 80 s), ~170 s for 300 events to a
+/// 20 ms sink in the review's reproduction. One connection is opened before the limit is
+/// lowered (`concurrency_max = 16`, `pipeline = 1`: 16 links); the 40 events must arrive,
+/// each once and as attempt 1, within [`DRAIN_MAX`] while the limit stays lowered.
+#[test]
+fn a_destination_short_of_descriptors_drains_through_its_open_connection() {
+    const EVENTS: usize = 40;
+    /// A quarter of the 80 s the drain took before.
+    const DRAIN_MAX: Duration = Duration::from_secs(20);
+    let f = fixture(Script::always(200).slow(Duration::from_millis(5)), |s| {
+        s.backoff_min = "2s";
+        s.backoff_max = "2s";
+    });
+    let s = stripe_a();
+    let warm = sign::unique_id("evt_warm");
+    let body = sign::body(Provider::Stripe, &warm, "opens the connection");
+    assert_eq!(f.hw.deliver(&s, &warm, &body).code(), "accepted");
+    f.sink.wait_for_key(&s.key(&warm), 1, FORWARD_TIMEOUT);
+    let auth = vec![("Authorization".to_owned(), format!("Bearer {TOKEN}"))];
+    let mut held = client::Conn::connect(f.hw.admin);
+    let mut call = |method: &str, path: &str, body: &str| {
+        held.send(&client::request(method, path, &auth, body.as_bytes()));
+        held.read_response()
+    };
+    let paused = call("POST", "/admin/destinations/sink/pause", r#"{"reason":"backlog"}"#);
+    assert_eq!(paused.status, 200, "{paused}");
+    let ids: Vec<String> = (0..EVENTS).map(|_| sign::unique_id("evt_short")).collect();
+    for id in &ids {
+        let body = sign::body(Provider::Stripe, id, "drains through the open connection");
+        assert_eq!(f.hw.deliver(&s, id, &body).code(), "accepted");
+    }
+    let old = f.hw.exhaust_descriptors();
+    let resumed = call("POST", "/admin/destinations/sink/resume", r#"{"reason":"drain"}"#);
+    assert_eq!(resumed.answer(), (200, "resumed".to_owned()), "{resumed}");
+    let keys: Vec<String> = ids.iter().map(|id| s.key(id)).collect();
+    let all = f.sink.wait_until(DRAIN_MAX, "the backlog through the open connection", |r| {
+        keys.iter().all(|k| r.iter().any(|r| r.header("idempotency-key") == k))
+    });
+    let log = f.hw.stderr();
+    assert!(log.contains("destination_out_of_descriptors"), "starved meanwhile:\n{log}");
+    f.hw.restore_nofile(old);
+    for key in &keys {
+        let forwards: Vec<&str> = all
+            .iter()
+            .filter(|r| r.header("idempotency-key") == key)
+            .map(|r| r.header("hookwall-attempt"))
+            .collect();
+        assert_eq!(forwards, ["1"], "{key}: delivered once, at its first attempt");
+    }
+    assert!(!log.contains("dead_lettered") && !log.contains("breaker_open"), "{log}");
+}
+
 /// R20 (issue 4 proof): `dlq replay --all` over 10 000 dead events pages through the list,
 /// replays every one (throttled by `--rate`), and each is then delivered exactly once more —
 /// with bounded memory: the CLI's peak RSS stays under [`CLI_RSS_MAX_KIB`] and the server's

@@ -233,6 +233,7 @@ fn an_idle_connection_is_closed_after_its_idle_limit() {
             1,
             Duration::from_millis(200),
             &Arc::new(Gate::new(9)),
+            secs(1),
         );
         assert_eq!(send_all(&route, &["first"], secs(5)).await, vec![status(200)]);
         let (i, more) = tokio::task::spawn_blocking(move || {
@@ -823,10 +824,10 @@ fn a_replacing_route_connects_only_as_the_replaced_ones_close() {
     };
     runtime().block_on(async {
         let gate = Arc::new(Gate::new(2));
-        let old = Route::gated(endpoint.clone(), 2, 1, &gate);
+        let old = Route::gated(endpoint.clone(), 2, 1, &gate, secs(1));
         let old_answers = [send(&old, "old-1", secs(20)), send(&old, "old-2", secs(20))];
         wait_for(2).await;
-        let new = Route::gated(endpoint, 2, 1, &gate);
+        let new = Route::gated(endpoint, 2, 1, &gate, secs(1));
         drop(old);
         let new_answers = [send(&new, "new-1", secs(20)), send(&new, "new-2", secs(20))];
         let hurried = send(&new, "new-hurried", Duration::from_millis(200));
@@ -843,5 +844,65 @@ fn a_replacing_route_connects_only_as_the_replaced_ones_close() {
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 4);
         assert!(gate.open_now() <= 2, "{}", gate.open_now());
+    });
+}
+
+/// While descriptors are short, a route sends to the connection it has open, not to a link
+/// whose connect just found no descriptor (it is passed over for `starve_for`), and counts
+/// what its open connections carry (`open_capacity`, the dispatcher's cap while starved).
+/// Before, `send` took the least loaded link in order: an idle starved link (load 0) came
+/// before the idle open connection, so every request failed for want of a descriptor while a
+/// working connection sat idle (a review's reproduction: 300 events to a 20 ms sink took
+/// ~170 s). Here the budget (`Gate`) of 2 stands for the descriptor limit.
+#[test]
+fn a_route_short_of_descriptors_sends_to_its_open_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { return };
+            std::thread::spawn(move || {
+                let mut carry = Vec::new();
+                loop {
+                    let tags = read_requests_within(&mut s, 1, &mut carry, secs(20));
+                    let Some(tag) = tags.first() else { return };
+                    // "a" ends its connection (RFC 9112 §9.6): its link has none open after.
+                    let answer: &[u8] = if tag == "a" {
+                        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+                    } else {
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+                    };
+                    if s.write_all(answer).is_err() || tag == "a" {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/h")).expect("endpoint");
+    let budget_in_use =
+        || AttemptResult::NoDescriptor("the destinations' descriptor budget was in use".into());
+    runtime().block_on(async {
+        let gate = Arc::new(Gate::new(2));
+        let route = Route::gated(endpoint.clone(), 2, 1, &gate, secs(30));
+        // "a" on the first link (its connection then closed by the server), "b" on the second.
+        assert_eq!(send_all(&route, &["a", "b"], secs(10)).await, [status(200), status(200)]);
+        assert_eq!(route.open_capacity(), 1, "the second link's connection is open");
+        // Another route takes the freed descriptor: the budget is in use.
+        let holder = Route::gated(endpoint, 1, 1, &gate, secs(30));
+        assert_eq!(send_all(&holder, &["h"], secs(10)).await, [status(200)]);
+        assert_eq!(gate.open_now(), 2);
+        // Both links idle: the first (no connection) is tried and finds no descriptor...
+        let c = send_all(&route, &["c"], Duration::from_millis(200)).await;
+        assert_eq!(c, [budget_in_use()]);
+        // ...and is passed over from then on: the open connection carries the next ones.
+        for tag in ["d", "e", "f"] {
+            assert_eq!(send_all(&route, &[tag], secs(2)).await, [status(200)], "{tag}");
+        }
+        assert_eq!((route.open_capacity(), gate.open_now()), (1, 2));
+        // With the open connection busy, the starved link is still tried (it fails at once
+        // for want of a descriptor rather than queueing behind a busy connection).
+        let both = send_all(&route, &["g", "i"], Duration::from_millis(300)).await;
+        assert_eq!(both, [status(200), budget_in_use()]);
     });
 }
