@@ -477,12 +477,13 @@ impl Engine {
     }
 
     /// Whether destination `d` is short of descriptors: an attempt found none, and its route
-    /// has made no connection since.
+    /// has made no connection since (a count that differs — a connection made, or a reload's
+    /// new route — ends it; the next attempt without a descriptor starts it again).
     fn short_of_descriptors(&self, d: usize) -> bool {
         let Some(seen) = self.breakers.get(d).and_then(|b| b.short_of_descriptors) else {
             return false;
         };
-        self.h1_route(d).is_none_or(|route| route.connects() <= seen)
+        self.h1_route(d).is_none_or(|route| route.connects() == seen)
     }
 
     /// Attempts that could start now, over all running (not paused) destinations: a scan
