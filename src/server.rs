@@ -60,6 +60,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         .enable_io()
         .build()
         .context("creating tokio's signal pipe")?;
+    // Before the ledger: a TLS setup that fails leaves nothing to stop.
+    let certs =
+        config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
+    let tls_config = match &certs {
+        Some(store) => Some(tls::server_config(Arc::clone(store)).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let ledger = open_ledger(&config, &notify, &metrics)?;
 
     let live = Arc::new(Live::new(Arc::clone(&config)));
@@ -94,13 +101,6 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         e
     };
     let inbox = ledger.inbox();
-    let certs =
-        config.server.tls.as_ref().map(|tls| Arc::new(CertStore::new(Arc::clone(&tls.certified))));
-    let tls_config = match certs.as_ref().map(|store| tls::server_config(Arc::clone(store))) {
-        None => None,
-        Some(Ok(tls)) => Some(tls),
-        Some(Err(why)) => return Err(abandon(anyhow::Error::msg(why), None, admin)),
-    };
     let spawned = dispatch::spawn_controlled(
         Arc::clone(&live),
         inbox,
