@@ -35,6 +35,9 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     tracing::info!(code = "io_backend", io = backend.name(), reason = %why, "ingress back end chosen");
 
     let cores = config.server.cores;
+    // Before anything that starts a thread: RocksDB aborts the process when it cannot create
+    // one while the ledger opens, and a start that fails later has more to unwind.
+    check_thread_room(threads_at_start(&config))?;
     let metrics = Arc::new(Metrics {
         reloads: Default::default(),
         cores: (0..cores)
@@ -139,15 +142,32 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     // No core accepts before every core is set up (ingress::startup), so a flood at start
     // cannot take the descriptors another core still needs.
     let (startup_gate, startups) = ingress::startup::gate(cores);
+    let mut not_spawned = None;
     for ((core, listener), startup) in listeners.into_iter().enumerate().zip(startups) {
         let stats = Arc::clone(&metrics.cores[core]);
         let ctx = CoreCtx::new(Arc::clone(&live), ledger.clone(), stats, connections_max)
             .with_tls(tls_config.clone())
             .with_gate(Arc::clone(&gate))
             .with_refusing_max(cap.refusing);
-        threads.push(spawn_core(core, backend, ctx, listener, Arc::clone(&stop), startup)?);
+        match spawn_core(core, backend, ctx, listener, Arc::clone(&stop), startup) {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                not_spawned = Some(e);
+                break;
+            }
+        }
     }
-    let started = startup_gate.wait();
+    // A core that could not be spawned fails the start like one that could not set up: the
+    // cores already running are told not to serve (the gate dropped undecided) and are joined
+    // below with everything else, before `run` returns (left running, the ledger's threads
+    // met the process's exit: "pthread lock: Invalid argument" aborts and segfaults).
+    let started = match not_spawned {
+        Some(e) => {
+            drop(startup_gate);
+            Err(format!("{e:#}"))
+        }
+        None => startup_gate.wait(),
+    };
     let signal = if started.is_ok() {
         admin_state.listeners_bound.store(true, Ordering::Release);
         let tls_on = certs.is_some();
@@ -293,7 +313,95 @@ fn spawn_core(
             Backend::IoUring => ingress::uring::run(ctx, listener, &stop, startup),
             Backend::Epoll => ingress::epoll::run(ctx, listener, &stop, startup),
         })
-        .context("spawning an ingress thread")
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "spawning the thread of ingress core {core}: {e}{}",
+                thread_limit_hint(&e)
+            )
+        })
+}
+
+/// Threads `serve` starts before it reports ready, besides the main thread: the ledger's
+/// (RocksDB's [`ledger::ROCKSDB_THREADS`] and one writer per shard, or PostgreSQL's
+/// `pool_size` writers), one per ingress core, the admin listener's and the dispatcher's.
+/// Counted from the configuration; a RocksDB ledger created earlier with more shards than
+/// configured has one writer per shard it has.
+fn threads_at_start(config: &Config) -> usize {
+    let ledger = match &config.ledger.backend {
+        LedgerBackend::Postgres(pg) => pg.pool_size,
+        LedgerBackend::RocksDb => ledger::ROCKSDB_THREADS + config.ledger.shards,
+    };
+    ledger + config.server.cores + 2
+}
+
+/// Checks that this process can hold `threads` more threads at once: starts that many idle
+/// threads (64 KiB stacks), ends them, and waits until the kernel has released them (at most
+/// 1 s), so the threads the start then creates find the room the check found.
+///
+/// # Errors
+/// The limit met, with how many could be started: the user's `RLIMIT_NPROC` (`ulimit -u`;
+/// systemd's `LimitNPROC=`), the unit's `TasksMax=` (the cgroup's `pids.max`), or memory for
+/// the stacks. Without this check the ledger's RocksDB aborts the process (exit 134) when it
+/// cannot create a thread, and a later failure needs the started threads unwound.
+fn check_thread_room(threads: usize) -> anyhow::Result<()> {
+    let before = threads_now();
+    let (release, wait) = crossbeam_channel::bounded::<()>(0);
+    let mut started = Vec::with_capacity(threads);
+    let mut failure = None;
+    for _ in 0..threads {
+        let wait = wait.clone();
+        let spawned = std::thread::Builder::new()
+            .name("thread-check".to_owned())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = wait.recv();
+            });
+        match spawned {
+            Ok(t) => started.push(t),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    drop(release);
+    let held = started.len();
+    for t in started {
+        let _ = t.join();
+    }
+    // A joined thread is still counted against the limits until the kernel reaps it, a
+    // moment after `join` returns.
+    if let Some(before) = before {
+        let deadline = crate::clock::monotonic() + std::time::Duration::from_secs(1);
+        while threads_now().is_some_and(|now| now > before) && crate::clock::monotonic() < deadline
+        {
+            std::thread::yield_now();
+        }
+    }
+    match failure {
+        None => Ok(()),
+        Some(e) => bail!(
+            "hookwall needs {threads} threads besides its main thread and could start only \
+             {held}: {e}{}",
+            thread_limit_hint(&e)
+        ),
+    }
+}
+
+/// This process's thread count (`Threads:` in `/proc/self/status`), `None` when unreadable.
+fn threads_now() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|n| n.trim().parse().ok())
+}
+
+/// What to raise when creating a thread failed with `EAGAIN` (empty otherwise).
+fn thread_limit_hint(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        " (the thread limit: raise `ulimit -u` / systemd's LimitNPROC= for the service's user, \
+         or the unit's TasksMax=)"
+    } else {
+        ""
+    }
 }
 
 /// Applies SIGHUP: re-reads the configuration file the process started with.

@@ -27,7 +27,7 @@ pub use read::{
     EventDetail, EventQuery, EventView, Page, QuarantineView, RejectedView, ATTEMPT_HISTORY_MAX,
     LIST_SCAN_MAX,
 };
-pub use store::path_problem;
+pub use store::{path_problem, ROCKSDB_THREADS};
 
 /// An operator action on one event (R20), carried out by the shard writer that owns the key
 /// (invariant 3), committed with fsync together with its audit record, then answered.

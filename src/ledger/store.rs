@@ -52,6 +52,11 @@ const GLOBAL_CFS: [&str; 4] = [CF_REJECTED, CF_QUARANTINE, CF_AUDIT, CF_META];
 
 /// Background flush + compaction jobs: two cores are shared with ingress and dispatch.
 const BACKGROUND_JOBS: i32 = 2;
+/// Threads RocksDB starts while the ledger opens, from C++ code that aborts the process when
+/// one cannot be created (an uncaught `std::system_error`): one flush thread (`rocksdb:high`)
+/// and one compaction thread (`rocksdb:low`) for [`BACKGROUND_JOBS`] = 2, and the periodic
+/// task timer (unnamed). `serve` checks that it can hold them before opening the ledger.
+pub const ROCKSDB_THREADS: usize = 3;
 /// Info log files kept.
 const LOG_FILES_KEPT: usize = 4;
 /// Bloom filter bits per key for `claims/s`: most lookups are for new keys, i.e. misses.

@@ -172,6 +172,129 @@ on_both_io! {
     }
 }
 
+/// A thread limit too low to start (`RLIMIT_NPROC`, counted per user, as systemd's
+/// `LimitNPROC=` sets it; `TasksMax=` fails the same `clone`): at every limit from one thread
+/// to enough, hookwall either fails the start cleanly (exit 1, a last `serve_failed` line that
+/// names the thread limit, no `ready`) or starts and stops cleanly on SIGTERM (exit 0); it never
+/// aborts, and it starts at the first limit that holds every thread it runs. Before: RocksDB
+/// threw from its thread creation while the ledger opened (`terminate called after throwing
+/// … std::system_error`, exit 134), and an ingress thread that could not be spawned left the
+/// ledger's threads running into the process's exit ("pthread lock: Invalid argument", exit
+/// 134, or a segfault, exit 139). The child runs as a user id of its own, as the limit does not
+/// apply to root.
+#[test]
+fn a_start_short_of_threads_fails_cleanly_or_serves() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "needs root to run the child as another user; CI runs as root"
+    );
+    // No other process has this user id, so the child's own threads are all that count.
+    let uid: libc::uid_t = 200_000 + std::process::id() % 100_000;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let c_dir = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: chown of a path we own, given as a NUL-terminated string.
+    assert_eq!(
+        unsafe { libc::chown(c_dir.as_ptr(), uid, uid) },
+        0,
+        "chown: {}",
+        std::io::Error::last_os_error()
+    );
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The test binary's target directory may be under a home only root can enter.
+    let exe = dir.path().join("hookwall");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_hookwall"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_hookwall"), &exe).map(drop))
+        .expect("linking the binary where the child's user can run it");
+    let mut setup = crate::harness::Setup::new(Io::Auto, dir.path(), "http://127.0.0.1:9/hooks");
+    setup.postgres = None;
+    setup.cores = 2;
+    setup.ledger_extra = "shards = 2".to_owned();
+    // What `serve` holds at `ready`: the main thread, RocksDB's three, a writer per shard, a
+    // thread per core, the admin listener's and the dispatcher's.
+    let needed = 1 + 3 + 2 + setup.cores + 2;
+    for nproc in 1..=needed as u64 {
+        setup.ledger = dir.path().join(format!("ledger-{nproc}"));
+        let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
+        let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
+        drop(ports);
+        let config = dir.path().join(format!("nproc-{nproc}.toml"));
+        std::fs::write(&config, setup.toml(ingress, admin)).expect("writing config");
+        let log = dir.path().join(format!("nproc-{nproc}.stderr"));
+        let limit = libc::rlimit { rlim_cur: nproc, rlim_max: nproc };
+        let mut command = Command::new(&exe);
+        // SAFETY: between fork and exec the closure only makes system calls on the child itself.
+        unsafe {
+            command.pre_exec(move || {
+                let ok = libc::setrlimit(libc::RLIMIT_NPROC, &raw const limit) == 0
+                    && libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setgid(uid) == 0
+                    && libc::setuid(uid) == 0;
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let mut child = command
+            .args(["serve", "-c"])
+            .arg(&config)
+            .env("HOOKWALL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("creating the log"))
+            .spawn()
+            .expect("spawning hookwall");
+        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+        let deadline = std::time::Instant::now() + crate::harness::READY_TIMEOUT;
+        let exited = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                break Some(status);
+            }
+            if read_log().contains("hookwall ready") {
+                break None;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nproc {nproc}: neither ready nor exited:\n{}",
+                read_log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10)); // poll interval
+        };
+        let status = match exited {
+            Some(status) => status,
+            None => {
+                // SAFETY: signalling our own child.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                child.wait().expect("wait")
+            }
+        };
+        let text = read_log();
+        if nproc < needed as u64 {
+            assert_eq!(status.code(), Some(1), "nproc {nproc}: did not exit 1:\n{text}");
+            assert!(
+                !text.contains("hookwall ready"),
+                "nproc {nproc}: ready with too few threads:\n{text}"
+            );
+            let last = text.lines().last().unwrap_or_default();
+            assert!(
+                last.contains("serve_failed") && last.contains("thread limit"),
+                "nproc {nproc}: last line {last:?}"
+            );
+        } else {
+            assert!(
+                text.contains("hookwall ready"),
+                "nproc {nproc}: did not start with room for every thread:\n{text}"
+            );
+            assert_eq!(status.code(), Some(0), "nproc {nproc}: started, then:\n{text}");
+        }
+    }
+}
+
 /// The value of `field=` on the `ready` line of `log`.
 pub(crate) fn ready_field(log: &str, field: &str) -> String {
     let line = log.lines().find(|l| l.contains("hookwall ready")).expect("a ready line");
