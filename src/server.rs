@@ -37,7 +37,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let cores = config.server.cores;
     // Before anything that starts a thread: RocksDB aborts the process when it cannot create
     // one while the ledger opens, and a start that fails later has more to unwind.
-    check_thread_room(threads_at_start(&config))?;
+    check_thread_room(threads_at_start(&config) + THREADS_SPARE)?;
     let metrics = Arc::new(Metrics {
         reloads: Default::default(),
         cores: (0..cores)
@@ -320,6 +320,12 @@ fn spawn_core(
             )
         })
 }
+
+/// Threads [`check_thread_room`] asks for beyond [`threads_at_start`]: the check's own threads
+/// are released by the kernel a moment after they are joined (on a loaded machine, later than
+/// the start's first threads are created: RocksDB then aborted at the exact limit), and
+/// threads come and go after `ready` (io_uring's workers, tokio's blocking pool).
+const THREADS_SPARE: usize = 8;
 
 /// Threads `serve` starts before it reports ready, besides the main thread: the ledger's
 /// (RocksDB's [`ledger::ROCKSDB_THREADS`] and one writer per shard, or PostgreSQL's
