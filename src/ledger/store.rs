@@ -52,10 +52,11 @@ const GLOBAL_CFS: [&str; 4] = [CF_REJECTED, CF_QUARANTINE, CF_AUDIT, CF_META];
 
 /// Background flush + compaction jobs: two cores are shared with ingress and dispatch.
 const BACKGROUND_JOBS: i32 = 2;
-/// Threads RocksDB starts while the ledger opens, from C++ code that aborts the process when
-/// one cannot be created (an uncaught `std::system_error`): one flush thread (`rocksdb:high`)
-/// and one compaction thread (`rocksdb:low`) for [`BACKGROUND_JOBS`] = 2, and the periodic
-/// task timer (unnamed). `serve` checks that it can hold them before opening the ledger.
+/// Threads RocksDB starts while the ledger opens and keeps, from C++ code that aborts the
+/// process when one cannot be created (an uncaught `std::system_error`): one flush thread
+/// (`rocksdb:high`) and one compaction thread (`rocksdb:low`) for [`BACKGROUND_JOBS`] = 2,
+/// and the periodic task timer (unnamed). (Its table-opening threads are off:
+/// `max_file_opening_threads` = 1.) `serve` checks that it can hold them before opening the ledger.
 pub const ROCKSDB_THREADS: usize = 3;
 /// Info log files kept.
 const LOG_FILES_KEPT: usize = 4;
@@ -143,6 +144,10 @@ fn db_options(direct_io: bool) -> Options {
     // Bounded, so RocksDB's table files cannot take the descriptors ingress counts on
     // (the default, -1, keeps every table file open).
     o.set_max_open_files(MAX_OPEN_FILES);
+    // Table files are opened at `open` on the calling thread, not on up to 16 threads RocksDB
+    // starts for it (the default): threads RocksDB cannot create abort the process, and
+    // `serve` checks room only for the ones it keeps ([`ROCKSDB_THREADS`]).
+    o.set_max_file_opening_threads(1);
     // Reuse obsolete WAL files instead of creating new ones: writes then overwrite blocks the
     // file already has, so the fdatasync after each group commit (R14) flushes data only, not
     // the inode's new size as well. On this project's dev VM that was +5..10 % admitted
