@@ -11,6 +11,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::codec::{self, DecodeError};
 use super::decide::{Rules, Spans};
 use super::store::{self, Db};
+use super::threads::Started;
 use super::writer::{Queued, Queues, ShardCost, Shared, Writer};
 use super::{Admission, OpRefused, Operation, RejectedRecord, Settlement};
 use crate::limits::{SETTLE_QUEUE_MAX, SHARD_QUEUE_MAX};
@@ -144,7 +145,8 @@ impl Ledger {
     ///
     /// # Errors
     /// [`Error::Open`], [`Error::Shards`], [`Error::Corrupt`] or [`Error::Storage`] while
-    /// recovering, [`Error::Spawn`] when a thread cannot start.
+    /// recovering, [`Error::Spawn`] when a thread cannot start (the writers started before it
+    /// are then stopped and joined: nothing of the failed open keeps running).
     pub fn open(opts: LedgerOptions, metrics: Arc<Metrics>) -> Result<Ledger, Error> {
         Ledger::open_gated(opts, metrics, None)
     }
@@ -200,7 +202,7 @@ impl Ledger {
         writers: Vec<Writer>,
         gate: Option<Receiver<()>>,
     ) -> Result<Ledger, Error> {
-        let (mut queues, mut stop, mut threads) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut queues, mut started) = (Vec::new(), Started::default());
         for (s, writer) in writers.into_iter().enumerate() {
             let (admit_tx, admit) = bounded(SHARD_QUEUE_MAX);
             let (settle_tx, settle) = bounded(SETTLE_QUEUE_MAX);
@@ -210,9 +212,8 @@ impl Ledger {
             let (stop_tx, stop_rx) = bounded(1);
             let q =
                 Queues { admit, settle, reject, operate, sweep, stop: stop_rx, gate: gate.clone() };
-            let thread = std::thread::Builder::new()
-                .name(format!("ledger-shard-{s}"))
-                .spawn(move || writer.run(q))
+            started
+                .spawn(format!("ledger-shard-{s}"), stop_tx, move || writer.run(q))
                 .map_err(Error::Spawn)?;
             queues.push(ShardQueues {
                 admit: admit_tx,
@@ -221,15 +222,13 @@ impl Ledger {
                 operate: operate_tx,
                 sweep: sweep_tx,
             });
-            stop.push(stop_tx);
-            threads.push(thread);
         }
         let inner = Inner {
             db,
             shards,
             queues,
-            stop: Mutex::new(stop),
-            threads: Mutex::new(threads),
+            stop: Mutex::new(started.stops),
+            threads: Mutex::new(started.threads),
             stopped: AtomicBool::new(false),
             shared,
         };

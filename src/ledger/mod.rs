@@ -17,6 +17,7 @@ mod handle;
 pub mod postgres;
 mod read;
 mod store;
+mod threads;
 mod writer;
 
 pub use any::LedgerHandle;

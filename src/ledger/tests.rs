@@ -190,6 +190,35 @@ fn reopen_keeps_claims_seqs_and_shard_count() {
     assert!(ledger.admit(a).is_err(), "no admission after shutdown");
 }
 
+/// A writer that cannot be spawned fails the open, and the writers started before it have
+/// ended by then (each lingers a while after its body under the seam, so one left running
+/// would still be counted out): nothing of the failed open runs on into the process's exit,
+/// and the directory opens again at once with the ledger whole. Before, they were detached.
+#[test]
+fn a_writer_that_cannot_start_fails_the_open_and_leaves_no_writer_running() {
+    let dir = tmp();
+    {
+        let (ledger, _) = open(dir.path(), 4);
+        check(&ledger, "t/s/before", 1, Decision::Accepted);
+    }
+    for started in 0..4 {
+        let ended = super::threads::test_seam::fail_after(started);
+        let err = Ledger::open(options(dir.path(), 4), metrics()).err().expect("the open fails");
+        assert!(
+            matches!(&err, Error::Spawn(e) if e.raw_os_error() == Some(11)),
+            "{started} writers started: {err}"
+        );
+        assert_eq!(
+            ended.load(std::sync::atomic::Ordering::SeqCst),
+            started,
+            "writers of the failed open still running when it returned"
+        );
+        let (ledger, _) = open(dir.path(), 4);
+        check(&ledger, "t/s/before", 1, Decision::Duplicate);
+        check(&ledger, &format!("t/s/after-{started}"), 1, Decision::Accepted);
+    }
+}
+
 #[test]
 fn invalid_shard_count_is_refused() {
     let dir = tmp();

@@ -40,6 +40,7 @@ use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::codec::truncate_utf8;
+use super::threads::Started;
 use super::{
     Admission, Decision, DueEvent, DueSources, Inbox, Outcome, RejectedRecord, Settlement,
 };
@@ -200,7 +201,8 @@ impl PgLedger {
     ///
     /// # Errors
     /// [`PgError::Db`] when the database is unreachable, [`PgError::Schema`] when it is not
-    /// migrated to this binary's version, [`PgError::Spawn`].
+    /// migrated to this binary's version, [`PgError::Spawn`] when a thread cannot start (the
+    /// threads started before it are then stopped and joined).
     pub fn open(opts: PgOptions, metrics: Arc<Metrics>) -> Result<PgLedger, PgError> {
         let mut lease = opts.connector.connect()?;
         schema::check(&mut lease)?;
@@ -217,31 +219,29 @@ impl PgLedger {
         });
         let (admit_tx, admit_rx) = bounded::<Admission>(SHARD_QUEUE_MAX);
         let (jobs_tx, jobs_rx) = bounded::<Job>(SETTLE_QUEUE_MAX);
-        let (mut stops, mut threads) = (Vec::new(), Vec::new());
+        let mut started = Started::default();
         for n in 0..writers {
             let (stop_tx, stop_rx) = bounded::<()>(1);
             let (shared, rx) = (Arc::clone(&shared), admit_rx.clone());
-            let t = std::thread::Builder::new()
-                .name(format!("ledger-pg-{n}"))
-                .spawn(move || admission_writer(&shared, &rx, &stop_rx))
+            started
+                .spawn(format!("ledger-pg-{n}"), stop_tx, move || {
+                    admission_writer(&shared, &rx, &stop_rx);
+                })
                 .map_err(PgError::Spawn)?;
-            stops.push(stop_tx);
-            threads.push(t);
         }
         let (stop_tx, stop_rx) = bounded::<()>(1);
         let settle_shared = Arc::clone(&shared);
-        let t = std::thread::Builder::new()
-            .name("ledger-pg-settle".into())
-            .spawn(move || settle_writer(&settle_shared, &jobs_rx, &stop_rx))
+        started
+            .spawn("ledger-pg-settle".into(), stop_tx, move || {
+                settle_writer(&settle_shared, &jobs_rx, &stop_rx);
+            })
             .map_err(PgError::Spawn)?;
-        stops.push(stop_tx);
-        threads.push(t);
         let inner = PgInner {
             shared,
             admit: admit_tx,
             jobs: jobs_tx,
-            stop: Mutex::new(stops),
-            threads: Mutex::new(threads),
+            stop: Mutex::new(started.stops),
+            threads: Mutex::new(started.threads),
             lease: Mutex::new(Some(lease)),
             admin: Mutex::new(None),
         };
