@@ -205,12 +205,20 @@ pub enum AttemptOutcome {
     Retry,
     /// Dead-lettered.
     Dead,
+    /// Not made: no descriptor for the connection (this process's limit, not the
+    /// destination's fault); tried again after `backoff_min`, not counted against
+    /// `attempts_max` or by the circuit breaker.
+    NotAttempted,
 }
 
 impl AttemptOutcome {
     /// Every outcome, label order.
-    pub const ALL: [AttemptOutcome; 3] =
-        [AttemptOutcome::Delivered, AttemptOutcome::Retry, AttemptOutcome::Dead];
+    pub const ALL: [AttemptOutcome; 4] = [
+        AttemptOutcome::Delivered,
+        AttemptOutcome::Retry,
+        AttemptOutcome::Dead,
+        AttemptOutcome::NotAttempted,
+    ];
 
     /// Metric label.
     pub fn code(self) -> &'static str {
@@ -218,6 +226,7 @@ impl AttemptOutcome {
             AttemptOutcome::Delivered => "delivered",
             AttemptOutcome::Retry => "retry",
             AttemptOutcome::Dead => "dead",
+            AttemptOutcome::NotAttempted => "not_attempted",
         }
     }
 }
@@ -236,7 +245,9 @@ impl DispatchStats {
     pub fn new(destinations: usize) -> DispatchStats {
         DispatchStats {
             destinations,
-            attempts: (0..destinations * 3).map(|_| AtomicU64::new(0)).collect(),
+            attempts: (0..destinations * AttemptOutcome::ALL.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             delivery_latency_us: (0..destinations)
                 .map(|_| Mutex::new(latency_histogram()))
                 .collect(),
@@ -245,7 +256,7 @@ impl DispatchStats {
 
     /// Counts one attempt.
     pub fn count(&self, destination: usize, outcome: AttemptOutcome) {
-        let i = destination.min(self.destinations.saturating_sub(1)) * 3
+        let i = destination.min(self.destinations.saturating_sub(1)) * AttemptOutcome::ALL.len()
             + AttemptOutcome::ALL.iter().position(|o| *o == outcome).expect("in ALL");
         if let Some(c) = self.attempts.get(i) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -254,7 +265,7 @@ impl DispatchStats {
 
     /// Attempts counted for (`destination`, `outcome`).
     pub fn attempts(&self, destination: usize, outcome: AttemptOutcome) -> u64 {
-        let i = destination * 3
+        let i = destination * AttemptOutcome::ALL.len()
             + AttemptOutcome::ALL.iter().position(|o| *o == outcome).expect("in ALL");
         self.attempts.get(i).map_or(0, |c| c.load(Ordering::Relaxed))
     }

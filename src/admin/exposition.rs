@@ -73,7 +73,7 @@ const BATCH: Family = Family {
 const ATTEMPTS: Family = Family {
     name: "hookwall_dispatch_attempts_total",
     kind: "counter",
-    help: "Attempts to deliver events, by destination and outcome.",
+    help: "Attempts to deliver events, by destination and outcome (delivered, retry, dead; not_attempted: no descriptor for the connection, tried again).",
 };
 const DELIVERY_LATENCY: Family = Family {
     name: "hookwall_dispatch_delivery_latency_seconds",

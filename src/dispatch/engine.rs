@@ -750,14 +750,15 @@ impl Engine {
         }
         let dest = &self.config.destinations[f.destination];
         let outcome = classify(&f.result, f.attempts_made, dest, now_ms, &mut self.rng);
-        self.record(&f, &outcome, now_ms);
+        self.record(&f, &outcome, counted, now_ms);
         let (shard, seq) = f.slot;
         let attempts = if counted { f.attempts_made } else { f.attempts_made.saturating_sub(1) };
         self.queue_settlement(shard, seq, f.key, f.due_ms, attempts, outcome);
     }
 
-    /// Metrics and logs of one classified attempt (no body, no URL: R28).
-    fn record(&self, f: &Finished, outcome: &Outcome, now_ms: u64) {
+    /// Metrics and logs of one classified attempt (no body, no URL: R28); one that was not
+    /// made (`counted` false: no descriptor) is counted as `not_attempted`, not as a retry.
+    fn record(&self, f: &Finished, outcome: &Outcome, counted: bool, now_ms: u64) {
         let stats = &self.metrics.dispatch;
         let dest = self.config.destinations[f.destination].id.as_str();
         let (key, attempt) = (f.key.as_str(), f.attempts_made);
@@ -773,7 +774,9 @@ impl Engine {
                 tracing::debug!(key, attempt, destination = dest, "Event delivered.");
             }
             Outcome::Retry { next_ms, error } => {
-                stats.count(f.destination, AttemptOutcome::Retry);
+                let counted_as =
+                    if counted { AttemptOutcome::Retry } else { AttemptOutcome::NotAttempted };
+                stats.count(f.destination, counted_as);
                 let message = "Attempt failed; retry scheduled.";
                 tracing::debug!(key, attempt, destination = dest, %error, next_ms, "{message}");
             }

@@ -485,8 +485,10 @@ on_rocksdb_and_postgres!(pause_stops_attempts_and_resume_delivers);
 /// toward `attempts_max` or the circuit breaker, so the event is delivered once descriptors
 /// are back, as attempt 1 (R19, R21). Before, each such connect counted: at `attempts_max = 2`
 /// the events were dead-lettered ("connect: Too many open files (attempt 2 of 2)") and the
-/// breaker opened on a working destination. The admin API is reached over a connection opened
-/// before the limit was lowered. RocksDB only: a PostgreSQL ledger needs descriptors too.
+/// breaker opened on a working destination. `hookwall_dispatch_attempts_total` counts them as
+/// `not_attempted`, never as `retry` (before, every one was a retry). The admin API is reached
+/// over a connection opened before the limit was lowered. RocksDB only: a PostgreSQL ledger
+/// needs descriptors too.
 #[test]
 fn an_attempt_without_a_descriptor_is_retried_uncounted() {
     let f = fixture(Script::always(200), |s| {
@@ -513,14 +515,16 @@ fn an_attempt_without_a_descriptor_is_retried_uncounted() {
     let resumed = call("POST", "/admin/destinations/sink/resume", r#"{"reason":"no descriptors"}"#);
     assert_eq!(resumed.answer(), (200, "resumed".to_owned()), "{resumed}");
     // Each event is tried (and fails for want of a descriptor) several times over its
-    // `attempts_max`: every 20 ms.
-    let tries = |call: &mut dyn FnMut(&str, &str, &str) -> Response| {
+    // `attempts_max`: every 20 ms. The metric counts those as not attempted, never as retries
+    // (before, each was a `retry`: an outage of the destination, to whoever watched it).
+    let counted = |call: &mut dyn FnMut(&str, &str, &str) -> Response, outcome: &str| {
         let text = String::from_utf8_lossy(&call("GET", "/metrics", "").body).into_owned();
-        let labels = [("destination", "sink"), ("outcome", "retry")];
+        let labels = [("destination", "sink"), ("outcome", outcome)];
         crate::metrics::sample(&text, "hookwall_dispatch_attempts_total", &labels).unwrap_or(0.0)
     };
     let deadline = Instant::now() + FORWARD_TIMEOUT;
-    while tries(&mut call) < 4.0 * ids.len() as f64 {
+    while counted(&mut call, "not_attempted") < 4.0 * ids.len() as f64 {
+        assert_eq!(counted(&mut call, "retry"), 0.0, "an attempt not made counted as a retry");
         let log = f.hw.stderr();
         assert!(!log.contains("dead_lettered"), "dead-lettered for want of a descriptor:\n{log}");
         assert!(Instant::now() < deadline, "no retries without descriptors:\n{log}");
@@ -542,6 +546,7 @@ fn an_attempt_without_a_descriptor_is_retried_uncounted() {
         let attempts: Vec<&str> = forwards.iter().map(|r| r.header("hookwall-attempt")).collect();
         assert_eq!(attempts, ["1"], "delivered at its first attempt");
     }
+    assert_eq!(counted(&mut call, "retry"), 0.0, "no attempt failed");
     let log = f.hw.stderr();
     assert!(!log.contains("dead_lettered") && !log.contains("breaker_open"), "{log}");
 }
