@@ -336,6 +336,86 @@ pub fn limit_nofile(command: &mut Command, n: u64) {
     }
 }
 
+/// A `serve` child of a test that expects it either to fail its start or to serve: started by
+/// [`start_or_exit`], ended by [`Attempt::finish`].
+pub struct Attempt {
+    child: Child,
+    log: PathBuf,
+    /// `Some(status)` when the child exited before it logged `hookwall ready`; `None` when it
+    /// is serving.
+    pub exited: Option<ExitStatus>,
+}
+
+/// Spawns `command` (a `serve`; stdin and stdout null, stderr into `log`, `HOOKWALL_LOG=info`)
+/// and waits until it logs `hookwall ready` or exits, whichever comes first. Panics, naming
+/// `what`, when neither happens within [`READY_TIMEOUT`].
+pub fn start_or_exit(command: &mut Command, log: &Path, what: &str) -> Attempt {
+    let child = command
+        .env("HOOKWALL_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("creating the log"))
+        .spawn()
+        .expect("spawning hookwall");
+    let mut attempt = Attempt { child, log: log.to_owned(), exited: None };
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(status) = attempt.child.try_wait().expect("try_wait") {
+            attempt.exited = Some(status);
+            return attempt;
+        }
+        if attempt.log().contains("hookwall ready") {
+            return attempt;
+        }
+        assert!(Instant::now() < deadline, "{what}: neither ready nor exited:\n{}", attempt.log());
+        std::thread::sleep(Duration::from_millis(10)); // poll interval
+    }
+}
+
+impl Attempt {
+    /// The child's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The child's exit status and its whole stderr: the status it exited with before
+    /// `ready`, or, when it was serving, the one of its stop on SIGTERM (panics if that takes
+    /// over [`STOP_TIMEOUT`]).
+    pub fn finish(mut self) -> (ExitStatus, String) {
+        let status = match self.exited {
+            Some(status) => status,
+            None => {
+                let pid = i32::try_from(self.child.id()).expect("pid fits in i32");
+                // SAFETY: kill(2) on our own child's pid; no memory is involved.
+                assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill(SIGTERM)");
+                let deadline = Instant::now() + STOP_TIMEOUT;
+                loop {
+                    if let Some(status) = self.child.try_wait().expect("try_wait") {
+                        break status;
+                    }
+                    if Instant::now() >= deadline {
+                        let _ = self.child.kill();
+                        let _ = self.child.wait();
+                        panic!("no exit within {STOP_TIMEOUT:?} of SIGTERM:\n{}", self.log());
+                    }
+                    std::thread::sleep(Duration::from_millis(10)); // poll interval
+                }
+            }
+        };
+        (status, self.log())
+    }
+}
+
+impl Drop for Attempt {
+    /// A test that panics before [`Attempt::finish`] leaves no child running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// A running `hookwall serve`.
 pub struct Hookwall {
     child: Option<Child>,

@@ -124,42 +124,16 @@ on_both_io! {
             };
             let mut command = Command::new(env!("CARGO_BIN_EXE_hookwall"));
             crate::harness::limit_nofile(&mut command, nofile);
-            let mut child = command
-                .args(["serve", "-c"])
-                .arg(&config)
-                .env("HOOKWALL_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).expect("creating the log"))
-                .spawn()
-                .expect("spawning hookwall");
-            let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-            let deadline = std::time::Instant::now() + crate::harness::READY_TIMEOUT;
-            let exited = loop {
-                if let Some(status) = child.try_wait().expect("try_wait") {
-                    break Some(status);
-                }
-                if read_log().contains("hookwall ready") {
-                    break None;
-                }
-                assert!(std::time::Instant::now() < deadline, "nofile {nofile}: neither ready nor exited:\n{}", read_log());
-                std::thread::sleep(std::time::Duration::from_millis(10)); // poll interval
-            };
+            command.args(["serve", "-c"]).arg(&config);
+            let what = format!("nofile {nofile}");
+            let attempt = crate::harness::start_or_exit(&mut command, &log, &what);
             // Flooding a while after `ready`, when the old code needed descriptors.
-            if exited.is_none() {
+            if attempt.exited.is_none() {
                 std::thread::sleep(std::time::Duration::from_millis(300));
             }
             flooding.store(false, std::sync::atomic::Ordering::Relaxed);
             flood.join().expect("flood thread");
-            let status = match exited {
-                Some(status) => status,
-                None => {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-                    child.wait().expect("wait")
-                }
-            };
-            let text = read_log();
+            let (status, text) = attempt.finish();
             assert!(!text.contains("broken invariant"), "nofile {nofile}: aborted:\n{text}");
             if text.contains("hookwall ready") {
                 assert_eq!(status.code(), Some(0), "nofile {nofile}: started, then:\n{text}");
@@ -241,40 +215,9 @@ fn a_start_short_of_threads_fails_cleanly_or_serves() {
                 }
             });
         }
-        let mut child = command
-            .args(["serve", "-c"])
-            .arg(&config)
-            .env("HOOKWALL_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("creating the log"))
-            .spawn()
-            .expect("spawning hookwall");
-        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-        let deadline = std::time::Instant::now() + crate::harness::READY_TIMEOUT;
-        let exited = loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                break Some(status);
-            }
-            if read_log().contains("hookwall ready") {
-                break None;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "nproc {nproc}: neither ready nor exited:\n{}",
-                read_log()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10)); // poll interval
-        };
-        let status = match exited {
-            Some(status) => status,
-            None => {
-                // SAFETY: signalling our own child.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-                child.wait().expect("wait")
-            }
-        };
-        let text = read_log();
+        command.args(["serve", "-c"]).arg(&config);
+        let attempt = crate::harness::start_or_exit(&mut command, &log, &format!("nproc {nproc}"));
+        let (status, text) = attempt.finish();
         if nproc < needed as u64 {
             assert_eq!(status.code(), Some(1), "nproc {nproc}: did not exit 1:\n{text}");
             assert!(
