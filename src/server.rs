@@ -324,8 +324,15 @@ fn spawn_core(
 /// Threads [`check_thread_room`] asks for beyond [`threads_at_start`]: the check's own threads
 /// are released by the kernel a moment after they are joined (on a loaded machine, later than
 /// the start's first threads are created: RocksDB then aborted at the exact limit), and
-/// threads come and go after `ready` (io_uring's workers, tokio's blocking pool).
+/// threads come and go after `ready`: the admin and dispatcher runtimes' blocking pools, at
+/// most [`crate::admin::ADMIN_BLOCKING_THREADS`] + [`crate::dispatch::DISPATCH_BLOCKING_THREADS`]
+/// (8), and io_uring's workers.
 const THREADS_SPARE: usize = 8;
+const _: () = assert!(
+    crate::admin::ADMIN_BLOCKING_THREADS + crate::dispatch::DISPATCH_BLOCKING_THREADS
+        <= THREADS_SPARE,
+    "the start-up check leaves room for the blocking pools"
+);
 
 /// Threads `serve` starts before it reports ready, besides the main thread: the ledger's
 /// (RocksDB's [`ledger::ROCKSDB_THREADS`] and one writer per shard, or PostgreSQL's

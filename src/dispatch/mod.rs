@@ -130,6 +130,12 @@ impl DispatchHandle {
     }
 }
 
+/// Threads the dispatcher's runtime may start for blocking work: the PostgreSQL ledger's
+/// scans and the https:// client's DNS lookups (tokio's blocking pool; more wait for one).
+/// tokio's default, 512, would let a burst of new connections start a thread each, past what
+/// `serve`'s start-up thread check left room for.
+pub const DISPATCH_BLOCKING_THREADS: usize = 4;
+
 /// Starts the dispatcher thread `dispatch` (SPEC §5). `notify` is signalled by whoever admits
 /// events (a scan then runs at once, or at most `NOTIFIED_SCAN_GAP` after the last scan started,
 /// instead of at the next timer); `metrics.dispatch` receives
@@ -158,7 +164,10 @@ pub fn spawn_controlled(
     metrics: Arc<Metrics>,
     controls: Arc<Controls>,
 ) -> std::io::Result<DispatchHandle> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(DISPATCH_BLOCKING_THREADS)
+        .build()?;
     let client = attempt::client()?;
     let (stop, stopped) = oneshot::channel();
     let thread = std::thread::Builder::new().name("dispatch".to_owned()).spawn(move || {

@@ -616,6 +616,15 @@ impl Hookwall {
         peak_rss_kib(child.id()).expect("VmHWM in /proc/PID/status")
     }
 
+    /// The child's thread count now (`Threads:` in `/proc/PID/status`).
+    pub fn threads(&self) -> usize {
+        let child = self.child.as_ref().expect("hookwall is running");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .expect("reading /proc/PID/status");
+        let line = status.lines().find_map(|l| l.strip_prefix("Threads:")).expect("Threads:");
+        line.trim().parse().expect("a thread count")
+    }
+
     /// Sends `signal` to the child without waiting.
     pub fn signal(&self, signal: i32) {
         let child = self.child.as_ref().expect("hookwall is running");

@@ -607,6 +607,48 @@ fn a_destination_short_of_descriptors_drains_through_its_open_connection() {
     assert!(!log.contains("dead_lettered") && !log.contains("breaker_open"), "{log}");
 }
 
+/// A burst of concurrent admin reads grows hookwall by at most the admin runtime's blocking
+/// pool (`ADMIN_BLOCKING_THREADS` = 4 threads, which `serve`'s start-up thread check leaves
+/// room for). Before, tokio's default pool (up to 512 threads) started a thread per read that
+/// found the others busy: a script listing in parallel could take the process past a thread
+/// limit (`TasksMax=`), where RocksDB aborts the process when it next needs a thread.
+#[test]
+fn a_burst_of_admin_reads_adds_at_most_the_admin_pool_of_threads() {
+    const READERS: usize = 32;
+    const READS: usize = 10;
+    const ADMIN_BLOCKING_THREADS: usize = 4;
+    let f = fixture(Script::always(200), |s| s.paused = true);
+    let s = stripe_a();
+    for _ in 0..200 {
+        let id = sign::unique_id("evt_burst");
+        let body = sign::body(Provider::Stripe, &id, "listed by many readers at once");
+        assert_eq!(f.hw.deliver(&s, &id, &body).code(), "accepted");
+    }
+    let before = f.hw.threads();
+    let auth = vec![("Authorization".to_owned(), format!("Bearer {TOKEN}"))];
+    let start = std::sync::Barrier::new(READERS);
+    std::thread::scope(|scope| {
+        for _ in 0..READERS {
+            let (auth, start, addr) = (&auth, &start, f.hw.admin);
+            scope.spawn(move || {
+                let mut conn = client::Conn::connect(addr);
+                start.wait();
+                for _ in 0..READS {
+                    conn.send(&client::request("GET", "/admin/events?limit=1000", auth, b""));
+                    let r = conn.read_response();
+                    assert_eq!(r.status, 200, "{r}");
+                }
+            });
+        }
+    });
+    // tokio keeps an idle blocking thread for 10 s: the ones the burst started are still here.
+    let after = f.hw.threads();
+    assert!(
+        after <= before + ADMIN_BLOCKING_THREADS,
+        "{before} threads before {READERS} concurrent readers, {after} after"
+    );
+}
+
 /// R20 (issue 4 proof): `dlq replay --all` over 10 000 dead events pages through the list,
 /// replays every one (throttled by `--rate`), and each is then delivered exactly once more —
 /// with bounded memory: the CLI's peak RSS stays under [`CLI_RSS_MAX_KIB`] and the server's
