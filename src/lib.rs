@@ -24,6 +24,7 @@ pub mod offline;
 pub mod ordering;
 pub mod pipeline;
 pub mod provider;
+pub mod runtime;
 pub mod server;
 pub mod signed_url;
 pub mod tls;

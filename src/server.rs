@@ -324,9 +324,10 @@ fn spawn_core(
 /// Threads [`check_thread_room`] asks for beyond [`threads_at_start`]: the check's own threads
 /// are released by the kernel a moment after they are joined (on a loaded machine, later than
 /// the start's first threads are created: RocksDB then aborted at the exact limit), and
-/// threads come and go after `ready`: the admin and dispatcher runtimes' blocking pools, at
-/// most [`crate::admin::ADMIN_BLOCKING_THREADS`] + [`crate::dispatch::DISPATCH_BLOCKING_THREADS`]
-/// (8), and io_uring's workers.
+/// threads come after `ready`: the admin and dispatcher runtimes' blocking pools grow to
+/// at most [`crate::admin::ADMIN_BLOCKING_THREADS`] +
+/// [`crate::dispatch::DISPATCH_BLOCKING_THREADS`] (8, of which 2 are started with them), and
+/// io_uring's workers.
 const THREADS_SPARE: usize = 8;
 const _: () = assert!(
     crate::admin::ADMIN_BLOCKING_THREADS + crate::dispatch::DISPATCH_BLOCKING_THREADS
@@ -336,7 +337,8 @@ const _: () = assert!(
 
 /// Threads `serve` starts before it reports ready, besides the main thread: the ledger's
 /// (RocksDB's [`ledger::ROCKSDB_THREADS`] and one writer per shard, or PostgreSQL's
-/// `pool_size` writers), one per ingress core, the admin listener's and the dispatcher's.
+/// `pool_size` writers), one per ingress core, the admin listener's and the dispatcher's, and
+/// the first thread of each of their blocking pools ([`crate::runtime::with_blocking_pool`]).
 /// Counted from the configuration; a RocksDB ledger created earlier with more shards than
 /// configured has one writer per shard it has.
 fn threads_at_start(config: &Config) -> usize {
@@ -344,7 +346,7 @@ fn threads_at_start(config: &Config) -> usize {
         LedgerBackend::Postgres(pg) => pg.pool_size,
         LedgerBackend::RocksDb => ledger::ROCKSDB_THREADS + config.ledger.shards,
     };
-    ledger + config.server.cores + 2
+    ledger + config.server.cores + 2 + 2
 }
 
 /// Checks that this process can hold `threads` more threads at once: starts that many idle

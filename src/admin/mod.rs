@@ -73,10 +73,10 @@ impl AdminHandle {
     }
 }
 
-/// Threads the admin runtime may start for ledger reads and operator actions (tokio's
-/// blocking pool; more reads at once wait for one). tokio's default, 512, let a burst of
-/// concurrent reads start a thread each (32 readers: 30 more threads), past the room
-/// `serve`'s start-up thread check found, where a thread hookwall then needs cannot be made.
+/// Threads the admin runtime may hold for ledger reads and operator actions (tokio's
+/// blocking pool, one started with the runtime and kept: [`crate::runtime`]; more reads at
+/// once wait for one). tokio's default, 512, let a burst of concurrent reads start a thread
+/// each (32 readers: 30 more threads), past the room `serve`'s start-up thread check found.
 pub const ADMIN_BLOCKING_THREADS: usize = 4;
 
 /// Serves the admin routes on `listener` (already bound, e.g. to `server.admin_listen`) from a
@@ -89,10 +89,7 @@ pub fn spawn(
     state: Arc<AdminState>,
 ) -> std::io::Result<AdminHandle> {
     listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(ADMIN_BLOCKING_THREADS)
-        .build()?;
+    let runtime = crate::runtime::with_blocking_pool(ADMIN_BLOCKING_THREADS)?;
     let (stop, stopped) = oneshot::channel();
     let thread = std::thread::Builder::new().name("admin".to_owned()).spawn(move || {
         runtime.block_on(accept_loop(listener, state, stopped));

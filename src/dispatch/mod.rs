@@ -130,10 +130,10 @@ impl DispatchHandle {
     }
 }
 
-/// Threads the dispatcher's runtime may start for blocking work: the PostgreSQL ledger's
-/// scans and the https:// client's DNS lookups (tokio's blocking pool; more wait for one).
-/// tokio's default, 512, would let a burst of new connections start a thread each, past what
-/// `serve`'s start-up thread check left room for.
+/// Threads the dispatcher's runtime may hold for blocking work: the PostgreSQL ledger's scans
+/// and the https:// client's DNS lookups (tokio's blocking pool, one started with the runtime
+/// and kept: [`crate::runtime`]; more wait for one). tokio's default, 512, would let a burst
+/// of new connections start a thread each, past what `serve`'s start-up thread check found.
 pub const DISPATCH_BLOCKING_THREADS: usize = 4;
 
 /// Starts the dispatcher thread `dispatch` (SPEC §5). `notify` is signalled by whoever admits
@@ -164,10 +164,7 @@ pub fn spawn_controlled(
     metrics: Arc<Metrics>,
     controls: Arc<Controls>,
 ) -> std::io::Result<DispatchHandle> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(DISPATCH_BLOCKING_THREADS)
-        .build()?;
+    let runtime = crate::runtime::with_blocking_pool(DISPATCH_BLOCKING_THREADS)?;
     let client = attempt::client()?;
     let (stop, stopped) = oneshot::channel();
     let thread = std::thread::Builder::new().name("dispatch".to_owned()).spawn(move || {

@@ -303,7 +303,7 @@ fn quote(text: &str) -> String {
 /// The config file for `setup`: its TOML plus, with an admin token, the `[admin]` table naming
 /// the token file (written to `dir/admin-token`). Used by start and reload alike, so a reload
 /// does not change `admin.token_file`.
-fn full_toml(dir: &Path, setup: &Setup, ingress: SocketAddr, admin: SocketAddr) -> String {
+pub fn full_toml(dir: &Path, setup: &Setup, ingress: SocketAddr, admin: SocketAddr) -> String {
     let mut toml = setup.toml(ingress, admin);
     if let Some(token) = &setup.admin_token {
         let token_path = dir.join("admin-token");

@@ -157,40 +157,18 @@ on_both_io! {
 /// user id of its own, as the limit does not apply to root.
 #[test]
 fn a_start_short_of_threads_fails_cleanly_or_serves() {
-    use std::os::unix::fs::PermissionsExt as _;
-    use std::os::unix::process::CommandExt as _;
-    // SAFETY: geteuid has no preconditions and touches no memory.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root to run the child as another user; CI runs as root"
-    );
-    // No other process has this user id, so the child's own threads are all that count.
-    let uid: libc::uid_t = 200_000 + std::process::id() % 100_000;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let c_dir = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: chown of a path we own, given as a NUL-terminated string.
-    assert_eq!(
-        unsafe { libc::chown(c_dir.as_ptr(), uid, uid) },
-        0,
-        "chown: {}",
-        std::io::Error::last_os_error()
-    );
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    // The test binary's target directory may be under a home only root can enter.
-    let exe = dir.path().join("hookwall");
-    std::fs::hard_link(env!("CARGO_BIN_EXE_hookwall"), &exe)
-        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_hookwall"), &exe).map(drop))
-        .expect("linking the binary where the child's user can run it");
+    let user = UserDir::new(200_000);
+    let (dir, exe) = (&user.dir, &user.exe);
     let mut setup = crate::harness::Setup::new(Io::Auto, dir.path(), "http://127.0.0.1:9/hooks");
     setup.postgres = None;
     setup.cores = 2;
     setup.ledger_extra = "shards = 2".to_owned();
     // What `serve` holds at `ready`: the main thread, RocksDB's three, a writer per shard, a
-    // thread per core, the admin listener's and the dispatcher's; its check asks for 8 spare
-    // (`THREADS_SPARE`). Every limit below that fails the check; well above it, it starts.
-    // (Just above it, where the check's released threads may not yet be reaped, is left out.)
-    let needed = 1 + 3 + 2 + setup.cores + 2 + 8;
+    // thread per core, the admin listener's and the dispatcher's and a blocking-pool thread of
+    // each; its check asks for 8 spare (`THREADS_SPARE`). Every limit below that fails the
+    // check; well above it, it starts. (Just above it, where the check's released threads may
+    // not yet be reaped, is left out.)
+    let needed = 1 + 3 + 2 + setup.cores + 2 + 2 + 8;
     for nproc in (1..needed as u64).chain([needed as u64 + 8]) {
         setup.ledger = dir.path().join(format!("ledger-{nproc}"));
         let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
@@ -199,22 +177,7 @@ fn a_start_short_of_threads_fails_cleanly_or_serves() {
         let config = dir.path().join(format!("nproc-{nproc}.toml"));
         std::fs::write(&config, setup.toml(ingress, admin)).expect("writing config");
         let log = dir.path().join(format!("nproc-{nproc}.stderr"));
-        let limit = libc::rlimit { rlim_cur: nproc, rlim_max: nproc };
-        let mut command = Command::new(&exe);
-        // SAFETY: between fork and exec the closure only makes system calls on the child itself.
-        unsafe {
-            command.pre_exec(move || {
-                let ok = libc::setrlimit(libc::RLIMIT_NPROC, &raw const limit) == 0
-                    && libc::setgroups(0, std::ptr::null()) == 0
-                    && libc::setgid(uid) == 0
-                    && libc::setuid(uid) == 0;
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        let mut command = user.command(exe, nproc);
         command.args(["serve", "-c"]).arg(&config);
         let attempt = crate::harness::start_or_exit(&mut command, &log, &format!("nproc {nproc}"));
         let (status, text) = attempt.finish();
@@ -237,6 +200,140 @@ fn a_start_short_of_threads_fails_cleanly_or_serves() {
             assert_eq!(status.code(), Some(0), "nproc {nproc}: started, then:\n{text}");
         }
     }
+}
+
+/// A temp dir owned by a user id of its own (`base` + this process's pid % 100 000, so tests
+/// running at once use different ones), with the binary linked into it: a child run as that
+/// user (`command`) is subject to `RLIMIT_NPROC`, which does not apply to root.
+struct UserDir {
+    uid: libc::uid_t,
+    dir: tempfile::TempDir,
+    exe: std::path::PathBuf,
+}
+
+impl UserDir {
+    fn new(base: libc::uid_t) -> UserDir {
+        use std::os::unix::fs::PermissionsExt as _;
+        // SAFETY: geteuid has no preconditions and touches no memory.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "needs root to run the child as another user; CI runs as root"
+        );
+        // No other process has this user id, so the child's own threads are all that count.
+        let uid = base + std::process::id() % 100_000;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c_dir =
+            std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: chown of a path we own, given as a NUL-terminated string.
+        assert_eq!(
+            unsafe { libc::chown(c_dir.as_ptr(), uid, uid) },
+            0,
+            "chown: {}",
+            std::io::Error::last_os_error()
+        );
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        // The test binary's target directory may be under a home only root can enter.
+        let exe = dir.path().join("hookwall");
+        std::fs::hard_link(env!("CARGO_BIN_EXE_hookwall"), &exe)
+            .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_hookwall"), &exe).map(drop))
+            .expect("linking the binary where the child's user can run it");
+        UserDir { uid, dir, exe }
+    }
+
+    /// `program`, to run as this user with `RLIMIT_NPROC` = `nproc` (soft and hard).
+    fn command(&self, program: &std::path::Path, nproc: u64) -> Command {
+        use std::os::unix::process::CommandExt as _;
+        let (uid, limit) = (self.uid, libc::rlimit { rlim_cur: nproc, rlim_max: nproc });
+        let mut command = Command::new(program);
+        // SAFETY: between fork and exec the closure only makes system calls on the child itself.
+        unsafe {
+            command.pre_exec(move || {
+                let ok = libc::setrlimit(libc::RLIMIT_NPROC, &raw const limit) == 0
+                    && libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setgid(uid) == 0
+                    && libc::setuid(uid) == 0;
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        command
+    }
+}
+
+/// A thread limit that another process of the same user uses up after `ready`
+/// (`RLIMIT_NPROC` counts every process and thread of the user) leaves admin reads served:
+/// 8 concurrent reads queue on the admin runtime's blocking-pool thread, started with it and
+/// kept (`hookwall::runtime`), and the server stops cleanly afterwards. Before, the pool had
+/// no thread until the first read (and lost its threads after 10 s idle), so that read
+/// panicked, `OS can't spawn worker thread: Resource temporarily unavailable`, and hookwall
+/// aborted (exit 134; found by a fresh helper's break test). The same pool serves the
+/// dispatcher's https:// DNS lookups, which aborted the same way.
+#[test]
+fn a_thread_limit_used_up_after_ready_leaves_admin_reads_served() {
+    const NPROC: u64 = 64;
+    const READS: usize = 8;
+    let user = UserDir::new(300_000);
+    let mut setup =
+        crate::harness::Setup::new(Io::Auto, user.dir.path(), "http://127.0.0.1:9/hooks");
+    setup.postgres = None;
+    setup.cores = 1;
+    setup.admin_token = Some("test-admin-token-0123456789".to_owned());
+    let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
+    let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
+    drop(ports);
+    let config = user.dir.path().join("serve.toml");
+    let toml = crate::harness::full_toml(user.dir.path(), &setup, ingress, admin);
+    std::fs::write(&config, toml).expect("writing config");
+    let mut command = user.command(&user.exe, NPROC);
+    command.args(["serve", "-c"]).arg(&config);
+    let log = user.dir.path().join("serve.stderr");
+    let attempt = crate::harness::start_or_exit(&mut command, &log, "serve");
+    assert!(attempt.exited.is_none(), "did not start:\n{}", attempt.log());
+    // Another process of the user takes the rest: `sleep`s until the next cannot start.
+    let mut fillers = Vec::new();
+    loop {
+        let filler = user.command(std::path::Path::new("sleep"), NPROC).arg("60").spawn();
+        match filler {
+            Ok(child) => fillers.push(child),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{e}");
+                break;
+            }
+        }
+        assert!(fillers.len() <= NPROC as usize, "the limit never stopped a filler");
+    }
+    let auth = [("Authorization".to_owned(), "Bearer test-admin-token-0123456789".to_owned())];
+    // Each read's status, or its IO error (the server gone).
+    let answers: Vec<Result<u16, String>> = std::thread::scope(|scope| {
+        let reads: Vec<_> = (0..READS)
+            .map(|_| {
+                let auth = &auth;
+                scope.spawn(move || {
+                    let request =
+                        crate::client::request("GET", "/admin/events?limit=10", auth, b"");
+                    let mut conn = crate::client::Conn::try_connect(admin)?;
+                    conn.try_send(&request)?;
+                    conn.try_read_response().map(|r| r.status)
+                })
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|r| r.join().expect("reader").map_err(|e: std::io::Error| e.to_string()))
+            .collect()
+    });
+    for mut filler in fillers {
+        let _ = filler.kill();
+        let _ = filler.wait();
+    }
+    let (status, text) = attempt.finish();
+    assert_eq!(answers, vec![Ok(200); READS], "admin reads at the thread limit:\n{text}");
+    assert_eq!(status.code(), Some(0), "stopped on SIGTERM:\n{text}");
 }
 
 /// The value of `field=` on the `ready` line of `log`.
