@@ -18,17 +18,19 @@ const KEEP_ALIVE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A current-thread runtime (IO and timers enabled) whose blocking pool holds at most
 /// `max_blocking` threads (at least 1), kept until the runtime is dropped, the first of them
-/// started before this returns.
+/// started before this returns (tokio panics if it cannot be: `serve`'s start-up thread check
+/// leaves room for it).
 ///
 /// # Errors
-/// The runtime cannot be built (its IO driver needs descriptors), or its first blocking
-/// thread cannot be started (the thread limit; `serve`'s start-up check leaves room for it).
+/// The runtime cannot be built (its IO driver needs descriptors).
 pub fn with_blocking_pool(max_blocking: usize) -> std::io::Result<tokio::runtime::Runtime> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(max_blocking.max(1))
         .thread_keep_alive(KEEP_ALIVE)
         .build()?;
-    runtime.block_on(runtime.spawn_blocking(|| ())).map_err(std::io::Error::other)?;
+    // tokio starts the thread inside this call (no `block_on`: callers may be inside a
+    // runtime, as the dispatcher's tests are); it then waits, idle, for the runtime's work.
+    drop(runtime.spawn_blocking(|| ()));
     Ok(runtime)
 }
