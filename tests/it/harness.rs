@@ -315,7 +315,7 @@ pub fn full_toml(dir: &Path, setup: &Setup, ingress: SocketAddr, admin: SocketAd
 }
 
 /// Two free loopback ports: bound to port 0 together (so they differ), then released.
-fn free_ports() -> (SocketAddr, SocketAddr) {
+pub fn free_ports() -> (SocketAddr, SocketAddr) {
     let a = TcpListener::bind("127.0.0.1:0").expect("binding a probe port");
     let b = TcpListener::bind("127.0.0.1:0").expect("binding a probe port");
     (a.local_addr().expect("probe address"), b.local_addr().expect("probe address"))

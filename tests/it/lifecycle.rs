@@ -100,9 +100,7 @@ on_both_io! {
         for nofile in (20..=46).step_by(2) {
             let mut setup = f.hw.setup.clone();
             setup.ledger = dir.path().join(format!("ledger-{nofile}"));
-            let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
-            let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
-            drop(ports);
+            let (ingress, admin) = crate::harness::free_ports();
             let config = dir.path().join(format!("nofile-{nofile}.toml"));
             std::fs::write(&config, setup.toml(ingress, admin)).expect("writing config");
             let log = dir.path().join(format!("nofile-{nofile}.stderr"));
@@ -171,9 +169,7 @@ fn a_start_short_of_threads_fails_cleanly_or_serves() {
     let needed = 1 + 3 + 2 + setup.cores + 2 + 2 + 8;
     for nproc in (1..needed as u64).chain([needed as u64 + 8]) {
         setup.ledger = dir.path().join(format!("ledger-{nproc}"));
-        let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
-        let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
-        drop(ports);
+        let (ingress, admin) = crate::harness::free_ports();
         let config = dir.path().join(format!("nproc-{nproc}.toml"));
         std::fs::write(&config, setup.toml(ingress, admin)).expect("writing config");
         let log = dir.path().join(format!("nproc-{nproc}.stderr"));
@@ -283,9 +279,7 @@ fn a_thread_limit_used_up_after_ready_leaves_admin_reads_served() {
     setup.postgres = None;
     setup.cores = 1;
     setup.admin_token = Some("test-admin-token-0123456789".to_owned());
-    let ports = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("probe"));
-    let [ingress, admin] = ports.each_ref().map(|l| l.local_addr().expect("probe address"));
-    drop(ports);
+    let (ingress, admin) = crate::harness::free_ports();
     let config = user.dir.path().join("serve.toml");
     let toml = crate::harness::full_toml(user.dir.path(), &setup, ingress, admin);
     std::fs::write(&config, toml).expect("writing config");

@@ -616,7 +616,7 @@ fn a_destination_short_of_descriptors_drains_through_its_open_connection() {
 fn a_burst_of_admin_reads_adds_at_most_the_admin_pool_of_threads() {
     const READERS: usize = 32;
     const READS: usize = 10;
-    const ADMIN_BLOCKING_THREADS: usize = 4;
+    use hookwall::admin::ADMIN_BLOCKING_THREADS;
     let f = fixture(Script::always(200), |s| s.paused = true);
     let s = stripe_a();
     for _ in 0..200 {
